@@ -1,0 +1,5 @@
+import sys
+
+from gpushare_conformance.cli import main
+
+sys.exit(main())

@@ -1,0 +1,56 @@
+"""The `gpushare-conformance` command: a thin argparse root over `commands/*`.
+
+Each subcommand lives in its own module exposing `register(subparsers)`; the module
+sets `func` on its parser, which receives the parsed namespace and returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from gpushare_conformance import __version__
+
+# Order is the order shown in --help.
+COMMAND_MODULES = ("run", "cluster", "parse", "sandbox", "images")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpushare-conformance",
+        description=(
+            "Conformance suite for GPU memory sharing on Kubernetes: deploys a sharing "
+            "stack, runs the seed's multi-GPU TensorFlow Job and checks card counts, "
+            "per-card totals, isolation and the sharing restrictions."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"gpushare_conformance.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"gpushare_conformance.commands.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
