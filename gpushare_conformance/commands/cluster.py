@@ -1,0 +1,49 @@
+"""`gpushare-conformance cluster up|down|status`: manage a suite cluster by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "cluster",
+        help="bring a test cluster up or down (the local provider by default)",
+        description="Start, stop or inspect the cluster the suite runs on. `up` on a running cluster reuses it.",
+    )
+    parser.add_argument("action", choices=("up", "down", "status"), help="what to do")
+    parser.add_argument("--provider", default="local", choices=("local",),
+                        help="cluster provider; only `local` is managed here (kind and existing clusters are managed by their own tools)")
+    parser.add_argument("--state-dir", help="where the local cluster keeps its state and logs (default /var/lib/gpushare-conformance/local)")
+    parser.add_argument("--inventory", help="mock GPU inventory YAML for the node (default: ci/local/inventory-default.yaml, 4 x V100-SXM2-16GB)")
+    parser.add_argument("--no-stack", action="store_true", help="do not deploy the reference stack during `up`")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fixtures.providers.local import LocalProvider
+    from fixtures.providers.local.cluster import LocalClusterError
+
+    provider = LocalProvider(state_dir=args.state_dir, inventory=args.inventory, deploy_stack=not args.no_stack)
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        if args.action == "up":
+            handle = provider.up(progress)
+            print(f"export KUBECONFIG={handle.kubeconfig}")
+            print(f"# kubectl: {handle.kubectl}")
+        elif args.action == "down":
+            provider.down(progress)
+        else:
+            print(provider.status())
+    except LocalClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if args.action == "up":
+            provider.down(progress)
+        return 130
+    return 0

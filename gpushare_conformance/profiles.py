@@ -1,0 +1,228 @@
+"""Stack profiles: how each GPU-sharing stack spells the seed's request and its evidence.
+
+The checks speak of "N GiB over M cards"; a profile turns that into the pod labels and
+resource limits a given stack understands, says which node resources prove the stack
+is installed, and reads back from a scheduled pod which cards it was given. One check
+suite can so judge the reference stack, ACK's, the open-source gpushare and HAMi.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+GIB_MIB = 1024
+
+
+class ProfileError(ValueError):
+    """Unknown profile, a request the profile cannot express, or a cluster mismatch."""
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """What goes into a pod for one share request: template labels and container limits."""
+
+    labels: dict[str, str]
+    limits: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StackProfile:
+    """One stack's names and promises.
+
+    ``memory_resource``/``count_resource`` are the node's extended resources;
+    ``per_card_mib`` means the pod asks memory per card in MiB (HAMi) rather than a
+    pod total in GiB (Alibaba's form); ``max_cards`` is the most cards one pod may
+    span (1 for the open-source gpushare, which has no multi-card sharing).
+    """
+
+    name: str
+    description: str
+    memory_resource: str
+    count_resource: str | None
+    count_label: str | None
+    per_card_mib: bool
+    max_cards: int | None
+    node_resources: tuple[str, ...]
+    # Whether nvidia-smi inside the pod shows the share as the card's total.
+    isolates_memory: bool
+    stack_namespace: str
+    extender_selector: str | None
+    device_plugin_selector: str
+    inspect_port: int | None = None
+    inspect_path: str | None = None
+    # Pod annotations the scheduler writes with the cards it picked.
+    allocation_annotations: tuple[str, ...] = field(default_factory=tuple)
+    # Probe binary mounted into every allocated container (reference stack only).
+    probe_path: str | None = None
+
+    def pod_request(self, total_gib: int, cards: int | None) -> PodRequest:
+        """Labels and limits asking ``total_gib`` GiB over ``cards`` cards.
+
+        ``cards=None`` is single-GPU sharing written the seed's way: no count label.
+        The request is rendered as asked even when it breaks the seed's rules (the
+        restriction checks submit such requests on purpose); only requests the
+        stack's syntax cannot express raise ``ProfileError``.
+        """
+        if isinstance(total_gib, bool) or not isinstance(total_gib, int) or total_gib < 1:
+            raise ProfileError(f"total_gib must be a positive integer, got {total_gib!r}")
+        if cards is not None and (isinstance(cards, bool) or not isinstance(cards, int) or cards < 1):
+            raise ProfileError(f"cards must be a positive integer or None, got {cards!r}")
+        count = cards or 1
+        if self.max_cards is not None and count > self.max_cards:
+            raise ProfileError(
+                f"profile {self.name!r} supports at most {self.max_cards} card(s) per pod, "
+                f"asked cards={count}"
+            )
+        if self.per_card_mib:
+            if total_gib * GIB_MIB % count:
+                raise ProfileError(
+                    f"profile {self.name!r} asks memory per card in MiB: "
+                    f"total_gib={total_gib} over cards={count} is not a whole MiB per card"
+                )
+            limits = {self.count_resource or "": str(count), self.memory_resource: str(total_gib * GIB_MIB // count)}
+            return PodRequest(labels={}, limits=limits)
+        labels = {}
+        if cards is not None and self.count_label:
+            labels[self.count_label] = str(cards)
+        return PodRequest(labels=labels, limits={self.memory_resource: str(total_gib)})
+
+    def check_node(self, node: Mapping[str, Any]) -> None:
+        """Raise ``ProfileError`` unless the node advertises this profile's resources."""
+        name = (node.get("metadata") or {}).get("name", "?")
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        missing = [r for r in self.node_resources if r not in allocatable]
+        if missing:
+            raise ProfileError(
+                f"profile {self.name!r} does not match node {name!r}: it does not advertise "
+                f"{', '.join(missing)} (allocatable has: {', '.join(sorted(allocatable)) or 'nothing'}); "
+                f"pick the --stack the cluster runs, or deploy it with --deploy-stack"
+            )
+
+    def allocated_cards(self, pod: Mapping[str, Any]) -> list[str]:
+        """Card identifiers (indices or UUIDs) the scheduler wrote into the pod's annotations.
+
+        Raises ``ProfileError`` when none of the profile's annotations is present or one
+        is malformed, so a check never mistakes "not written" for "no cards".
+        """
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        for key in self.allocation_annotations:
+            if key in annotations:
+                return _parse_allocation(key, annotations[key])
+        raise ProfileError(
+            f"pod {(pod.get('metadata') or {}).get('name', '?')!r} has none of the allocation "
+            f"annotations of profile {self.name!r} ({', '.join(self.allocation_annotations)})"
+        )
+
+
+def _parse_allocation(key: str, value: str) -> list[str]:
+    """Read one allocation annotation into the list of cards (duplicates kept)."""
+    text = str(value).strip()
+    if key == "scheduler.framework.gpushare.allocation":
+        try:
+            data = json.loads(text)
+            cards = [str(idx) for per_container in data.values() for idx in per_container]
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise ProfileError(f"annotation {key}={value!r} is not {{container: {{card: GiB}}}} JSON: {exc}") from exc
+        return sorted(set(cards), key=_card_sort_key) if cards else _empty(key, value)
+    if key == "hami.io/vgpu-devices-allocated":
+        # "GPU-uuid,NVIDIA,4096,0:GPU-uuid2,NVIDIA,4096,0:;" — containers by ';', cards by ':'.
+        cards = []
+        for container in text.split(";"):
+            for device in container.split(":"):
+                if device.strip():
+                    cards.append(device.split(",")[0].strip())
+        return cards or _empty(key, value)
+    cards = [part.strip() for part in text.split(",") if part.strip()]
+    if not cards or not all(c.isdigit() for c in cards):
+        raise ProfileError(f"annotation {key}={value!r} is not a comma list of card indices")
+    return cards
+
+
+def _empty(key: str, value: str) -> list[str]:
+    raise ProfileError(f"annotation {key}={value!r} names no card")
+
+
+def _card_sort_key(card: str) -> tuple[int, str]:
+    return (int(card), "") if card.isdigit() else (1 << 30, card)
+
+
+_ALIYUN_MEM = "aliyun.com/gpu-mem"
+_ALIYUN_COUNT = "aliyun.com/gpu-count"
+
+PROFILES: dict[str, StackProfile] = {
+    "reference": StackProfile(
+        name="reference",
+        description="this project's extender + device plugin + isolation shim",
+        memory_resource=_ALIYUN_MEM,
+        count_resource=_ALIYUN_COUNT,
+        count_label=_ALIYUN_COUNT,
+        per_card_mib=False,
+        max_cards=None,
+        node_resources=(_ALIYUN_MEM, _ALIYUN_COUNT),
+        isolates_memory=True,
+        stack_namespace="gpushare-system",
+        extender_selector="app.kubernetes.io/name=gpushare-extender",
+        device_plugin_selector="app.kubernetes.io/name=gpushare-device-plugin",
+        inspect_port=32766,
+        inspect_path="/gpushare-scheduler/inspect",
+        allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
+        probe_path="/usr/local/gpushare/bin/gpushare-probe",
+    ),
+    "ack": StackProfile(
+        name="ack",
+        description="Alibaba Cloud ACK shared GPU scheduling with cGPU isolation",
+        memory_resource=_ALIYUN_MEM,
+        count_resource=_ALIYUN_COUNT,
+        count_label=_ALIYUN_COUNT,
+        per_card_mib=False,
+        max_cards=None,
+        node_resources=(_ALIYUN_MEM,),
+        isolates_memory=True,
+        stack_namespace="kube-system",
+        extender_selector=None,
+        device_plugin_selector="component=gpushare-device-plugin",
+        allocation_annotations=("scheduler.framework.gpushare.allocation", "ALIYUN_COM_GPU_MEM_IDX"),
+    ),
+    "gpushare": StackProfile(
+        name="gpushare",
+        description="open-source AliyunContainerService gpushare (single card, no isolation)",
+        memory_resource=_ALIYUN_MEM,
+        count_resource=_ALIYUN_COUNT,
+        count_label=None,
+        per_card_mib=False,
+        max_cards=1,
+        node_resources=(_ALIYUN_MEM,),
+        isolates_memory=False,
+        stack_namespace="kube-system",
+        extender_selector="app=gpushare,component=gpushare-schd-extender",
+        device_plugin_selector="component=gpushare-device-plugin",
+        inspect_port=32766,
+        inspect_path="/gpushare-scheduler/inspect",
+        allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX",),
+    ),
+    "hami": StackProfile(
+        name="hami",
+        description="HAMi (nvidia.com/gpu cards + nvidia.com/gpumem MiB per card)",
+        memory_resource="nvidia.com/gpumem",
+        count_resource="nvidia.com/gpu",
+        count_label=None,
+        per_card_mib=True,
+        max_cards=None,
+        node_resources=("nvidia.com/gpu",),
+        isolates_memory=True,
+        stack_namespace="kube-system",
+        extender_selector="app.kubernetes.io/component=hami-scheduler",
+        device_plugin_selector="app.kubernetes.io/component=hami-device-plugin",
+        allocation_annotations=("hami.io/vgpu-devices-allocated",),
+    ),
+}
+
+
+def get_profile(name: str) -> StackProfile:
+    """The profile called ``name``; ``ProfileError`` listing the known ones otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ProfileError(f"unknown stack profile {name!r}; known: {', '.join(PROFILES)}") from None

@@ -1,0 +1,1 @@
+"""Device plugin for multi-GPU sharing: advertises GiB and cards, answers Allocate."""

@@ -1,0 +1,58 @@
+"""What a container gets from Allocate: env and mounts (docs/design.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpushare_stack import contract
+
+
+@dataclass(frozen=True)
+class HostMount:
+    container_path: str
+    host_path: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class MockPaths:
+    """Host paths used in GPU-less mode."""
+
+    inventory: str
+
+
+def container_environment(
+    cards: tuple[int, ...],
+    per_card_gib: int,
+    pod_total_gib: int,
+    card_gib: int,
+    native_host_dir: str = contract.HOST_NATIVE_DIR,
+    mock: MockPaths | None = None,
+) -> tuple[dict[str, str], list[HostMount]]:
+    """Env and mounts for a container holding ``per_card_gib`` on each of ``cards``
+    (physical indices; the container sees them as 0..M-1 in this order). ``card_gib``
+    is the card size for ALIYUN_COM_GPU_MEM_DEV."""
+    if not cards:
+        raise ValueError("gpushare: a container needs at least one card")
+    indices = ",".join(str(i) for i in cards)
+    env = {
+        contract.ENV_VISIBLE: indices,
+        contract.ENV_IDX: indices,
+        contract.ENV_POD: str(pod_total_gib),
+        contract.ENV_CONTAINER: str(per_card_gib),
+        contract.ENV_DEV: str(card_gib),
+        contract.ENV_LD_PRELOAD: contract.SHIM_PATH,
+    }
+    for i in range(len(cards)):
+        env[f"{contract.ENV_LIMIT_PREFIX}{i}"] = f"{per_card_gib}GiB"
+    native = native_host_dir.rstrip("/")
+    mounts = [HostMount(contract.CONTAINER_NATIVE_DIR, native)]
+    if mock is not None:
+        env[contract.ENV_MOCK_INVENTORY] = contract.MOCK_INVENTORY_PATH
+        env[contract.ENV_LD_LIBRARY_PATH] = contract.MOCK_LIB_DIR
+        mounts += [
+            HostMount(contract.MOCK_LIB_DIR, f"{native}/mock-lib"),
+            HostMount(contract.MOCK_INVENTORY_PATH, mock.inventory),
+            HostMount(contract.NVIDIA_SMI_PATH, f"{native}/bin/nvidia-smi"),
+        ]
+    return env, mounts

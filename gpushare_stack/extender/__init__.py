@@ -1,0 +1,1 @@
+"""Scheduler extender for multi-GPU sharing (filter, prioritize, bind, inspect)."""

@@ -1,0 +1,59 @@
+"""``gpushare-extender``: run the scheduler extender."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from gpushare_stack import contract, kubeclient
+from gpushare_stack.extender import selection
+from gpushare_stack.extender.binder import Binder
+from gpushare_stack.extender.informer import Informer
+from gpushare_stack.extender.server import ExtenderServer
+from gpushare_stack.extender.state import ClusterState
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpushare-extender",
+        description="kube-scheduler extender that places pods asking aliyun.com/gpu-mem=N with "
+                    "label aliyun.com/gpu-count=M on M cards of one node, N/M GiB each.",
+    )
+    parser.add_argument("--address", default="0.0.0.0",
+                        help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT,
+                        help="TCP port (default: %(default)s)")
+    parser.add_argument("--prefix", default=contract.EXTENDER_PREFIX,
+                        help="URL prefix of the verbs (default: %(default)s)")
+    parser.add_argument("--policy", choices=selection.POLICIES,
+                        default=os.environ.get("GPUSHARE_POLICY", selection.BINPACK),
+                        help="card placement: binpack fills cards up, spread uses the emptiest "
+                             "(default: env GPUSHARE_POLICY or %(default)s)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file; default: the in-cluster service account")
+    parser.add_argument("--watch-timeout", type=int, default=300,
+                        help="seconds before a watch is re-opened (default: %(default)s)")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    state = ClusterState(policy=args.policy)
+    api = kubeclient.load(args.kubeconfig)
+    Informer(state, api, watch_timeout_s=args.watch_timeout).start()
+    server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=args.prefix)
+    logging.getLogger(__name__).info("serving on %s:%d%s (policy %s)", args.address, args.port,
+                                     args.prefix, args.policy)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

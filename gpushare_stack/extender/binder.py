@@ -1,0 +1,52 @@
+"""Bind: reserve cards, write the pod's annotations, then create the Binding."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from kubernetes import client
+
+from gpushare_stack.allocation import Allocation, bind_annotations
+from gpushare_stack.extender.state import BindError, ClusterState
+
+log = logging.getLogger(__name__)
+
+
+class Binder:
+    """Binds pods through the API server; reservations come from ``state``."""
+
+    def __init__(self, state: ClusterState, api: client.ApiClient) -> None:
+        self.state = state
+        self.core = client.CoreV1Api(api)
+
+    def _pod(self, namespace: str, name: str, uid: str) -> dict[str, Any]:
+        pod = self.state.pod(namespace, name)
+        if pod is None or str(pod["metadata"].get("uid")) != uid:
+            resp = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+            pod = json.loads(resp.data)
+        if str(pod["metadata"].get("uid")) != uid:
+            raise BindError(f"gpushare: pod {namespace}/{name} has uid {pod['metadata'].get('uid')}, "
+                            f"the scheduler asked to bind uid {uid}")
+        return pod
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> Allocation:
+        pod = self._pod(namespace, name, uid)
+        alloc = self.state.assume(pod, node)
+        try:
+            self.core.patch_namespaced_pod(
+                name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}})
+            self.core.create_namespaced_binding(
+                namespace,
+                client.V1Binding(
+                    metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
+                    target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+                ),
+                _preload_content=False,  # the response is a Status, which the model cannot parse
+            )
+        except Exception:
+            self.state.forget(uid)
+            raise
+        log.info("bound %s/%s to %s cards %s", namespace, name, node, alloc.cards)
+        return alloc

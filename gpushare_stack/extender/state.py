@@ -1,0 +1,283 @@
+"""The extender's view of the cluster: nodes' cards and the pods holding them.
+
+Fed by the informer (or directly, in tests). One lock guards it; ``assume`` reserves
+cards under that lock before any API call, so concurrent binds never over-commit a
+card, and the state is rebuilt from pod annotations at start, so a restart never
+double-books one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from gpushare_stack.extender import selection
+from gpushare_stack.allocation import (
+    Allocation,
+    AllocationAnnotationError,
+    allocation_from_pod,
+    is_terminated,
+)
+from gpushare_stack.extender.nodes import NodeCardsError, cards_from_node
+from gpushare_stack.extender.selection import Card, Misfit
+from gpushare_stack.request import ShareRequest, ShareRequestError, share_request
+
+log = logging.getLogger(__name__)
+
+
+class BindError(RuntimeError):
+    """The pod cannot be bound to the node (message says why)."""
+
+
+@dataclass
+class _Node:
+    cards: tuple[Card, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class FilterOutcome:
+    """Nodes that fit, and reasons for the rest (resolvable or not)."""
+
+    fits: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+class ClusterState:
+    """Cards per node, allocations per pod, and the usage they add up to."""
+
+    def __init__(self, policy: str = selection.BINPACK, clock: Callable[[], int] = time.time_ns) -> None:
+        if policy not in selection.POLICIES:
+            raise ValueError(f"gpushare: --policy must be one of {selection.POLICIES}, got {policy!r}")
+        self.policy = policy
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._nodes: dict[str, _Node] = {}
+        self._allocs: dict[str, Allocation] = {}
+        self._used: dict[str, dict[int, int]] = {}
+        self._pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self._pod_errors: dict[str, str] = {}
+        self.synced = threading.Event()
+
+    # ---- feeding -------------------------------------------------------------
+    def upsert_node(self, node: Mapping[str, Any]) -> None:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        try:
+            entry = _Node(cards=cards_from_node(node))
+        except NodeCardsError as exc:
+            entry = _Node(error=str(exc))
+        with self._lock:
+            self._nodes[name] = entry
+
+    def remove_node(self, name: str) -> None:
+        with self._lock:
+            self._nodes.pop(name, None)
+
+    def upsert_pod(self, pod: Mapping[str, Any]) -> None:
+        """Record a pod's latest state. Its annotations are authoritative once it is
+        bound; before that an allocation assumed by ``assume`` is kept."""
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        key = _pod_key(pod)
+        with self._lock:
+            if is_terminated(pod):
+                self._pods.pop(key, None)
+                self._release(uid)
+                return
+            self._pods[key] = dict(pod)
+            try:
+                alloc = allocation_from_pod(pod)
+            except AllocationAnnotationError as exc:
+                self._pod_errors[uid] = str(exc)
+                log.error("%s", exc)
+                return
+            self._pod_errors.pop(uid, None)
+            if alloc is not None:
+                self._release(uid)
+                self._hold(alloc)
+
+    def remove_pod(self, pod: Mapping[str, Any]) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        with self._lock:
+            self._pods.pop(_pod_key(pod), None)
+            self._pod_errors.pop(uid, None)
+            self._release(uid)
+
+    def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        """Relist: the given nodes are all there is."""
+        with self._lock:
+            self._nodes.clear()
+            for node in nodes:
+                self.upsert_node(node)
+
+    def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Relist: rebuild every allocation from the pods' annotations."""
+        with self._lock:
+            assumed = {uid: a for uid, a in self._allocs.items()}
+            self._pods.clear()
+            self._allocs.clear()
+            self._used.clear()
+            self._pod_errors.clear()
+            for pod in pods:
+                self.upsert_pod(pod)
+            # Keep reservations of binds still in flight (pod listed, not yet bound).
+            live = {str((p.get("metadata") or {}).get("uid", "")) for p in self._pods.values()}
+            for uid, alloc in assumed.items():
+                if uid in live and uid not in self._allocs:
+                    self._hold(alloc)
+
+    def _hold(self, alloc: Allocation) -> None:
+        self._allocs[alloc.uid] = alloc
+        used = self._used.setdefault(alloc.node, {})
+        for card, gib in alloc.per_card.items():
+            used[card] = used.get(card, 0) + gib
+
+    def _release(self, uid: str) -> None:
+        alloc = self._allocs.pop(uid, None)
+        if alloc is None:
+            return
+        used = self._used.get(alloc.node, {})
+        for card, gib in alloc.per_card.items():
+            used[card] = used.get(card, 0) - gib
+            if used[card] <= 0:
+                used.pop(card)
+
+    # ---- queries -------------------------------------------------------------
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            pod = self._pods.get((namespace, name))
+            return dict(pod) if pod is not None else None
+
+    def allocation(self, uid: str) -> Allocation | None:
+        with self._lock:
+            return self._allocs.get(uid)
+
+    def used(self, node: str) -> dict[int, int]:
+        with self._lock:
+            return dict(self._used.get(node, {}))
+
+    def _node_misfit(self, name: str, request: ShareRequest, node_obj: Mapping[str, Any] | None) -> Misfit | None:
+        if node_obj is not None:
+            try:
+                cards = cards_from_node(node_obj)
+            except NodeCardsError as exc:
+                return Misfit(str(exc), True)
+        else:
+            entry = self._nodes.get(name)
+            if entry is None:
+                return Misfit(f"gpushare: node {name} is not in the extender's cache", False)
+            if entry.error:
+                return Misfit(entry.error, True)
+            cards = entry.cards
+        return selection.misfit(name, cards, self._used.get(name, {}), request.count, request.per_card_gib)
+
+    def filter(self, pod: Mapping[str, Any], nodes: Sequence[str | Mapping[str, Any]]) -> FilterOutcome:
+        """Split ``nodes`` (names, or node objects when not nodeCacheCapable)."""
+        outcome = FilterOutcome()
+        names = [n if isinstance(n, str) else str((n.get("metadata") or {}).get("name", "")) for n in nodes]
+        try:
+            request = share_request(pod)
+        except ShareRequestError as exc:
+            outcome.unresolvable = {n: str(exc) for n in names}
+            return outcome
+        with self._lock:
+            for name, node in zip(names, nodes):
+                bad = self._node_misfit(name, request, None if isinstance(node, str) else node)
+                if bad is None:
+                    outcome.fits.append(name)
+                elif bad.unresolvable:
+                    outcome.unresolvable[name] = bad.reason
+                else:
+                    outcome.failed[name] = bad.reason
+        return outcome
+
+    def prioritize(self, pod: Mapping[str, Any], names: Sequence[str]) -> list[tuple[str, int]]:
+        try:
+            request = share_request(pod)
+        except ShareRequestError:
+            return [(n, 0) for n in names]
+        with self._lock:
+            result = []
+            for name in names:
+                entry = self._nodes.get(name)
+                cards = entry.cards if entry and not entry.error else ()
+                result.append((name, selection.score(
+                    cards, self._used.get(name, {}), request.count, request.per_card_gib, self.policy)))
+            return result
+
+    # ---- binding -------------------------------------------------------------
+    def assume(self, pod: Mapping[str, Any], node: str) -> Allocation:
+        """Pick cards on ``node`` for ``pod`` and reserve them (before any API call)."""
+        request = share_request(pod)  # ShareRequestError is a ValueError; caller reports it
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        with self._lock:
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise BindError(f"gpushare: pod {meta.get('namespace')}/{meta.get('name')} is already "
+                                f"bound to {pod['spec']['nodeName']}")
+            self._release(uid)  # an earlier failed attempt of the same pod
+            bad = self._node_misfit(node, request, None)
+            if bad is not None:
+                raise BindError(bad.reason)
+            cards = self._nodes[node].cards
+            chosen = selection.select_cards(
+                cards, self._used.get(node, {}), request.count, request.per_card_gib, self.policy)
+            if chosen is None:  # misfit() said it fits; guard the invariant anyway
+                raise BindError(f"gpushare: no {request.count} cards with {request.per_card_gib} GiB free on {node}")
+            alloc = Allocation(
+                uid=uid, namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+                node=node,
+                containers={c.index: {i: request.container_per_card(c) for i in chosen}
+                            for c in request.containers},
+                assume_time_ns=self._clock(),
+            )
+            self._hold(alloc)
+            return alloc
+
+    def forget(self, uid: str) -> None:
+        """Drop a reservation whose bind failed."""
+        with self._lock:
+            self._release(uid)
+
+    # ---- inspect -------------------------------------------------------------
+    def inspect(self, node: str | None = None) -> dict[str, Any]:
+        """Per-node, per-card allocation in the open gpushare extender's format."""
+        with self._lock:
+            names = [node] if node is not None else sorted(self._nodes)
+            by_node: dict[str, list[Allocation]] = {}
+            for alloc in self._allocs.values():
+                by_node.setdefault(alloc.node, []).append(alloc)
+            result = []
+            for name in names:
+                entry = self._nodes.get(name)
+                if entry is None:
+                    raise KeyError(name)
+                devs = []
+                for card in entry.cards:
+                    pods = [
+                        {"name": a.name, "namespace": a.namespace, "usedGPU": a.per_card[card.index]}
+                        for a in sorted(by_node.get(name, []), key=lambda a: (a.namespace, a.name))
+                        if card.index in a.per_card
+                    ]
+                    devs.append({
+                        "id": card.index, "totalGPU": card.total_gib,
+                        "usedGPU": sum(p["usedGPU"] for p in pods), "healthy": card.healthy, "pods": pods,
+                    })
+                item: dict[str, Any] = {
+                    "name": name,
+                    "totalGPU": sum(d["totalGPU"] for d in devs),
+                    "usedGPU": sum(d["usedGPU"] for d in devs),
+                    "devs": devs,
+                }
+                if entry.error:
+                    item["error"] = entry.error
+                result.append(item)
+            return {"nodes": result}
