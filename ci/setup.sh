@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs before the suite runs: host packages, the Python
+# environment (.venv), the native GPU layer, and the Kubernetes binaries (cached
+# outside the repository, so only the first run on a machine pays for the build).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+step() { echo "[setup] $*" >&2; }
+
+step "host packages"
+bash ci/install-host-deps.sh
+
+if [[ ! -x .venv/bin/python ]]; then
+  step "creating .venv"
+  python3 -m venv .venv
+fi
+step "installing the project into .venv"
+.venv/bin/python -m pip install --quiet --upgrade pip >&2
+.venv/bin/python -m pip install --quiet -e '.[dev]' >&2
+
+step "native GPU layer (make -C native)"
+make -s -C native >&2
+
+step "Kubernetes binaries (cached; the first build takes tens of minutes)"
+bash ci/build-kubernetes.sh >/dev/null
+step "done"

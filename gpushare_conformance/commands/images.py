@@ -1,0 +1,40 @@
+"""`gpushare-conformance images build`: build the suite's images without a registry."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "images",
+        help="build the stack, workload and pause images as OCI archives",
+        description=(
+            "Build the images the suite deploys (no registry is used): the stack image, the "
+            "GPU-less workload image and the pause image, as OCI archives that "
+            "`ctr -n k8s.io images import` or `kind load image-archive` accept."
+        ),
+    )
+    parser.add_argument("action", choices=("build",), help="what to do")
+    parser.add_argument("--out", default="build/images", help="directory for the archives (default: build/images)")
+    parser.add_argument("--native-build", default=None, help="native build directory to ship (default: native/build, built if missing)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpushare_conformance.images.build import REPO, build_images
+    import subprocess
+
+    native = Path(args.native_build) if args.native_build else REPO / "native" / "build"
+    if args.native_build is None:
+        subprocess.run(["make", "-s", "-C", str(REPO / "native")], check=True)
+    try:
+        built = build_images(Path(args.out), native, lambda m: print(m, file=sys.stderr, flush=True))
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for archive in built.archives:
+        print(archive)
+    return 0

@@ -1,0 +1,74 @@
+"""``gpushare-device-plugin``: run the device plugin on this node."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from gpushare_stack import contract, kubeclient
+from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
+from gpushare_stack.deviceplugin.environment import MockPaths
+from gpushare_stack.deviceplugin.kube import KubeAccess
+from gpushare_stack.deviceplugin.plugin import DevicePlugin
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpushare-device-plugin",
+        description="Kubelet device plugin advertising aliyun.com/gpu-mem (one device per GiB per "
+                    "card) and aliyun.com/gpu-count (one per card); Allocate gives a container the "
+                    "cards and per-card limits the gpushare extender chose.",
+    )
+    parser.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
+                        help="this node's name (default: env NODE_NAME)")
+    parser.add_argument("--kubelet-socket-dir", default=contract.DEVICE_PLUGIN_DIR,
+                        help="directory of kubelet.sock and the plugin sockets (default: %(default)s)")
+    parser.add_argument("--native-host-dir", default=contract.HOST_NATIVE_DIR,
+                        help="host directory holding the shim and mocks, mounted into containers at "
+                             f"{contract.CONTAINER_NATIVE_DIR} (default: %(default)s)")
+    parser.add_argument("--mock-inventory", default=None, metavar="HOST_PATH",
+                        help="GPU-less mode: host path of the mock inventory YAML; containers get it at "
+                             f"{contract.MOCK_INVENTORY_PATH} plus the mock libraries and nvidia-smi")
+    parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
+                        help="how often NVML is polled for cards that disappeared (default: %(default)s)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file; default: the in-cluster service account")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="(default: %(default)s)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.node_name:
+        parser.error("--node-name is required (or set env NODE_NAME, e.g. from spec.nodeName)")
+    if args.health_interval <= 0:
+        parser.error(f"--health-interval must be > 0, got {args.health_interval}")
+    mock = None
+    if args.mock_inventory is not None:
+        for path in (args.mock_inventory, os.path.join(args.native_host_dir, "mock-lib"),
+                     os.path.join(args.native_host_dir, "bin", "nvidia-smi")):
+            if not os.path.exists(path):
+                parser.error(f"mock mode needs {path}, which does not exist")
+        mock = MockPaths(inventory=args.mock_inventory)
+    try:
+        plugin = DevicePlugin(
+            node=args.node_name, discover=discover, kube=KubeAccess(kubeclient.load(args.kubeconfig)),
+            socket_dir=args.kubelet_socket_dir, native_host_dir=args.native_host_dir, mock=mock,
+            health_interval_s=args.health_interval,
+        )
+    except DiscoveryError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: plugin.stop())
+    plugin.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

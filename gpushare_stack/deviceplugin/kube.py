@@ -1,0 +1,29 @@
+"""The device plugin's API calls, through the official ``kubernetes`` client."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client
+
+from gpushare_stack import contract
+
+
+class KubeAccess:
+    """Pending pods of a node, the assigned flag, and the node's card annotation."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+
+    def pending_pods(self, node: str) -> list[dict[str, Any]]:
+        resp = self.core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node},status.phase=Pending", _preload_content=False)
+        return json.loads(resp.data).get("items") or []
+
+    def mark_assigned(self, namespace: str, name: str) -> None:
+        self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
+            contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}}})
+
+    def annotate_node(self, node: str, key: str, value: str) -> None:
+        self.core.patch_node(node, {"metadata": {"annotations": {key: value}}})

@@ -1,0 +1,205 @@
+"""The device plugin: two resources, health polling, kubelet restarts, Allocate."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Callable, Protocol
+
+import grpc
+
+from gpushare_stack import contract
+from gpushare_stack.api import api_pb2
+from gpushare_stack.deviceplugin import devices
+from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard, node_cards_annotation
+from gpushare_stack.deviceplugin.environment import MockPaths, container_environment
+from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
+from gpushare_stack.deviceplugin.matching import AllocationMatchError, match_allocation
+
+log = logging.getLogger(__name__)
+
+MEM_SOCKET = "gpushare-mem.sock"
+COUNT_SOCKET = "gpushare-count.sock"
+
+
+class PodSource(Protocol):
+    """What Allocate needs from the API server (``kube.KubeAccess`` in production)."""
+
+    def pending_pods(self, node: str) -> list[dict[str, Any]]: ...
+    def mark_assigned(self, namespace: str, name: str) -> None: ...
+    def annotate_node(self, node: str, key: str, value: str) -> None: ...
+
+
+def _socket_identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
+class DevicePlugin:
+    """Advertises ``aliyun.com/gpu-mem`` (GiB devices) and ``aliyun.com/gpu-count``."""
+
+    def __init__(
+        self,
+        node: str,
+        discover: Callable[[], list[GpuCard]],
+        kube: PodSource | None,
+        socket_dir: str = contract.DEVICE_PLUGIN_DIR,
+        native_host_dir: str = contract.HOST_NATIVE_DIR,
+        mock: MockPaths | None = None,
+        health_interval_s: float = 10.0,
+        kubelet_check_s: float = 1.0,
+    ) -> None:
+        self.node = node
+        self._discover = discover
+        self.kube = kube
+        self.socket_dir = socket_dir
+        self.kubelet_socket = os.path.join(socket_dir, contract.KUBELET_SOCKET_NAME)
+        self.native_host_dir = native_host_dir
+        self.mock = mock
+        self.health_interval_s = health_interval_s
+        self.kubelet_check_s = kubelet_check_s
+        self.cards: list[GpuCard] = discover()
+        if not self.cards:
+            raise DiscoveryError(f"gpushare: NVML reports no cards on node {node}")
+        self.healthy: dict[str, bool] = {c.uuid: True for c in self.cards}
+        self._alloc_lock = threading.Lock()
+        self._progress: dict[str, set[int]] = {}
+        self._stop = threading.Event()
+        self.registrations = 0
+        self.mem = ResourcePlugin(contract.RESOURCE_MEM, MEM_SOCKET,
+                                  lambda: devices.mem_devices(self.cards, self.healthy), self.allocate_mem)
+        self.count = ResourcePlugin(contract.RESOURCE_COUNT, COUNT_SOCKET,
+                                    lambda: devices.count_devices(self.cards, self.healthy), self.allocate_count)
+
+    # ---- health -------------------------------------------------------------
+    def poll_health(self) -> bool:
+        """Re-read NVML; a card that is gone (or NVML failing) turns Unhealthy.
+        Returns whether anything changed."""
+        try:
+            present = {c.uuid for c in self._discover()}
+        except DiscoveryError as exc:
+            log.error("%s; marking every card Unhealthy", exc)
+            present = set()
+        new = {c.uuid: c.uuid in present for c in self.cards}
+        if new == self.healthy:
+            return False
+        for uuid, ok in new.items():
+            if ok != self.healthy.get(uuid):
+                log.warning("card %s is now %s", uuid, contract.HEALTHY if ok else contract.UNHEALTHY)
+        self.healthy = new
+        self.mem.devices_changed()
+        self.count.devices_changed()
+        self.publish_cards()
+        return True
+
+    def publish_cards(self) -> None:
+        if self.kube is None:
+            return
+        try:
+            self.kube.annotate_node(self.node, contract.NODE_CARDS_ANNOTATION,
+                                    node_cards_annotation(self.cards, self.healthy))
+        except Exception as exc:  # the next change retries; Allocate does not depend on it
+            log.error("cannot annotate node %s: %s", self.node, exc)
+
+    # ---- Allocate -----------------------------------------------------------
+    def _check_ids(self, ids: list[str], context: grpc.ServicerContext, parse: Callable[[str], str]) -> None:
+        known = {c.uuid for c in self.cards}
+        for device_id in ids:
+            try:
+                uuid = parse(device_id)
+            except ValueError as exc:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            if uuid not in known:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"gpushare: device ID {device_id!r} names no card of node {self.node}")
+
+    def allocate_mem(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
+        responses = []
+        for creq in request.container_requests:
+            ids = list(creq.devices_ids)
+            self._check_ids(ids, context, devices.card_uuid)
+            if self.kube is None:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              "gpushare: the device plugin has no API client, so it cannot find the pod")
+            try:
+                with self._alloc_lock:
+                    match = match_allocation(self.kube.pending_pods(self.node), self.node, len(ids), self._progress)
+                    by_index = {c.index: c for c in self.cards}
+                    missing = [i for i in match.cards if i not in by_index]
+                    if missing:
+                        raise AllocationMatchError(
+                            f"gpushare: pod {match.namespace}/{match.name} was given cards {missing} "
+                            f"that node {self.node} does not have")
+                    if match.pod_done:
+                        self.kube.mark_assigned(match.namespace, match.name)
+                        self._progress.pop(match.uid, None)
+                    else:
+                        self._progress.setdefault(match.uid, set()).add(match.container_index)
+            except AllocationMatchError as exc:
+                log.error("%s", exc)
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            except Exception as exc:  # API server errors
+                log.error("Allocate: %s", exc)
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"gpushare: Allocate failed: {exc}")
+            env, mounts = container_environment(
+                match.cards, match.per_card_gib, match.pod_total_gib,
+                card_gib=by_index[match.cards[0]].memory_gib,
+                native_host_dir=self.native_host_dir, mock=self.mock,
+            )
+            log.info("Allocate %s/%s container %s: cards %s, %d GiB each", match.namespace, match.name,
+                     match.container_name, match.cards, match.per_card_gib)
+            responses.append(api_pb2.ContainerAllocateResponse(
+                envs=env,
+                mounts=[api_pb2.Mount(container_path=m.container_path, host_path=m.host_path,
+                                      read_only=m.read_only) for m in mounts],
+            ))
+        return api_pb2.AllocateResponse(container_responses=responses)
+
+    def allocate_count(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
+        """gpu-count devices carry nothing: env and mounts come with the gpu-mem Allocate."""
+        for creq in request.container_requests:
+            self._check_ids(list(creq.devices_ids), context, lambda i: i)
+        return api_pb2.AllocateResponse(
+            container_responses=[api_pb2.ContainerAllocateResponse() for _ in request.container_requests])
+
+    # ---- lifecycle ----------------------------------------------------------
+    def start(self) -> None:
+        """Serve both sockets and register them with the kubelet."""
+        for plugin in (self.mem, self.count):
+            plugin.serve(self.socket_dir)
+        for plugin in (self.mem, self.count):
+            register(self.kubelet_socket, plugin)
+        self.registrations += 1
+        self.publish_cards()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for plugin in (self.mem, self.count):
+            plugin.stop()
+
+    def run(self) -> None:
+        """Serve until stopped: poll health, and (re)start + register whenever the
+        kubelet's socket appears or is recreated (a restarted kubelet wipes our sockets)."""
+        registered: tuple[int, int] | None = None
+        since_health = 0.0
+        while not self._stop.is_set():
+            now = _socket_identity(self.kubelet_socket)
+            if now is not None and now != registered:
+                if registered is not None:
+                    log.warning("%s was recreated (kubelet restart); registering again", self.kubelet_socket)
+                for plugin in (self.mem, self.count):
+                    plugin.stop()
+                try:
+                    self.start()
+                    registered = now
+                except grpc.RpcError as exc:
+                    log.error("registration with %s failed: %s; retrying", self.kubelet_socket, exc)
+            if since_health >= self.health_interval_s:
+                since_health = 0.0
+                self.poll_health()
+            self._stop.wait(self.kubelet_check_s)
+            since_health += self.kubelet_check_s
