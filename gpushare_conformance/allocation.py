@@ -8,7 +8,7 @@ profile can rename them.
 Tolerance rule of `check_card_total` (why: the seed's V100 shows 4309 MiB for a
 4 GiB share, +5.2%, because the driver reports some reserved memory on top):
 
-    share_mib <= observed_mib <= share_mib * (1 + tolerance)   and   observed_mib < physical_mib
+    share_mib <= observed_mib <= floor(share_mib * (1 + tolerance))   and   observed_mib < physical_mib
 
 with `tolerance` = 0.10 by default. A total equal to the share passes; the physical
 size of the card, or anything at or above it, fails even when the share is close to
@@ -17,6 +17,7 @@ a whole card.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
@@ -187,7 +188,7 @@ def check_card_total(
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     share_mib = share_gib * 1024
-    upper = share_mib * (1 + tolerance)
+    upper = math.floor(share_mib * (1 + tolerance))
     expected = {"min_mib": share_mib, "max_mib": upper, "below_physical_mib": physical_mib}
     if observed_mib is None:
         return Verdict("card_total", expected, None, False, "the card's total memory was not reported")
@@ -198,7 +199,7 @@ def check_card_total(
         detail = f"{observed_mib} MiB is below the {share_gib} GiB share ({share_mib} MiB)"
         return Verdict("card_total", expected, observed_mib, False, detail)
     if observed_mib > upper:
-        detail = f"{observed_mib} MiB exceeds the {share_gib} GiB share by more than {tolerance:.0%} (max {upper:.0f} MiB)"
+        detail = f"{observed_mib} MiB exceeds the {share_gib} GiB share by more than {tolerance:.0%} (max {upper} MiB)"
         return Verdict("card_total", expected, observed_mib, False, detail)
     over = (observed_mib - share_mib) / share_mib
     detail = f"{observed_mib} MiB for a {share_gib} GiB share (+{over:.1%}, allowed +{tolerance:.0%})"

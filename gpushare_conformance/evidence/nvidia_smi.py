@@ -53,7 +53,7 @@ def parse_nvidia_smi(text: str, csv_fields: Sequence[str] | None = None) -> Nvid
             raise EvidenceParseError("nvidia-smi reported an error instead of a GPU listing", number, line)
     if any(line.strip() == NO_DEVICES_MESSAGE for line in lines):
         return NvidiaSmiReport(format="none", driver_version=None, cuda_version=None, gpus=[])
-    if looks_like_csv(text):
+    if looks_like_csv(text, fields_given=csv_fields is not None):
         return parse_csv(text, csv_fields)
     first = next(((n, line) for n, line in enumerate(lines, 1) if line.strip()), None)
     if first is None:

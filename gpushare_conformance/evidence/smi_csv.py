@@ -26,6 +26,7 @@ _HEADER_FIELD = re.compile(r"^(?P<field>[a-z][a-z0-9_.]*)(?:\s*\[(?P<unit>[^\]]*
 _MIB = re.compile(r"^(?P<n>\d+)\s*(?:MiB)?$")
 _INT = re.compile(r"^\d+$")
 _MEMORY_FIELDS = {"memory.total": "memory_total_mib", "memory.used": "memory_used_mib", "memory.free": "memory_free_mib"}
+_KNOWN = frozenset({"index", "name", "uuid", "pci.bus_id", "driver_version", "mig.mode.current", "memory.total", "memory.used", "memory.free"})
 _ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "fb_memory_usage.total": "memory.total"}
 
 
@@ -48,9 +49,19 @@ def _header_fields(cells: list[str]) -> list[str] | None:
     return fields
 
 
-def looks_like_csv(text: str) -> bool:
+def looks_like_csv(text: str, fields_given: bool = False) -> bool:
+    """A header row naming a known field, or rows of comma-separated values.
+
+    Without a header or a field list, rows must start with an integer (the index):
+    prose that happens to contain commas is not taken for a headerless query.
+    """
     rows = _rows(text)
-    return bool(rows) and all(len(cells) > 1 for _, cells in rows[:3])
+    if not rows or not all(len(cells) > 1 for _, cells in rows[:3]):
+        return False
+    header = _header_fields(rows[0][1])
+    if header is not None:
+        return any(field in _KNOWN for field in header)
+    return fields_given or all(_INT.match(cells[0]) for _, cells in rows)
 
 
 def _value(raw: str) -> str | None:

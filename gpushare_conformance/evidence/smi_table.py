@@ -27,8 +27,10 @@ _MEMORY = re.compile(r"^(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB$")
 _MIG_CELL = re.compile(r"^(?P<gpu>\d+)\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+(?P<dev>\d+|N/A)$")
 _MIG_MEMORY = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
 
+_UNKNOWN_MEMORY = re.compile(r"N/A|Not Supported")  # MIG-enabled cards (580+), Jetson/iGPU
+
 _GPU_ROW_HINT = "'|   0  <name>  <On|Off> | <bus id> <On|Off> | <ECC> |'"
-_MEMORY_HINT = "a memory cell '<used>MiB / <total>MiB' or 'N/A'"
+_MEMORY_HINT = "a memory cell '<used>MiB / <total>MiB', 'N/A' or 'Not Supported'"
 
 
 def looks_like_table(text: str) -> bool:
@@ -36,23 +38,26 @@ def looks_like_table(text: str) -> bool:
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Stripped lines with their 1-based numbers; wrapped table rows glued back."""
-    raw = text.splitlines()
+    """Stripped lines with their 1-based numbers; table rows wrapped by a terminal glued back.
+
+    A row is continued on the next line when it does not end with `|`/`+`, or when
+    the next line does not start with `|`/`+` but ends with one (a wrap that fell
+    right after a `|`). At most two continuation lines per row.
+    """
     out: list[tuple[int, str]] = []
-    i = 0
-    while i < len(raw):
-        stripped = raw[i].strip()
-        if stripped.startswith(("|", "+")) and not stripped.endswith(("|", "+")):
-            joined, j = raw[i].strip(), i
-            while j + 1 < len(raw) and j - i < 2 and not joined.endswith(("|", "+")):
-                j += 1
-                joined = (joined + raw[j]).rstrip()
-            if joined.endswith(("|", "+")):
-                out.append((i + 1, joined))
-                i = j + 1
-                continue
-        out.append((i + 1, stripped))
-        i += 1
+    glued = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        previous = out[-1][1] if out else ""
+        in_row = previous.startswith(("|", "+"))
+        unfinished = in_row and not previous.endswith(("|", "+"))
+        tail = in_row and stripped and not stripped.startswith(("|", "+")) and stripped.endswith(("|", "+"))
+        if stripped and glued < 2 and (unfinished or tail):
+            out[-1] = (out[-1][0], (previous + raw).strip())
+            glued += 1
+            continue
+        glued = 0
+        out.append((number, stripped))
     return out
 
 
@@ -166,7 +171,7 @@ class _TableParser:
             if memory:
                 self.gpu.memory_used_mib = int(memory.group("used"))
                 self.gpu.memory_total_mib = int(memory.group("total"))
-            elif len(cells) < 3 or "N/A" not in cells[1]:
+            elif len(cells) < 3 or not _UNKNOWN_MEMORY.search(cells[1]):
                 raise self.fail(f"GPU {self.gpu.index}: expected {_MEMORY_HINT}", number, line)
             self.gpu_rows = 2
             return
@@ -187,7 +192,7 @@ class _TableParser:
         match = _MIG_CELL.match(cells[0]) if len(cells) >= 2 else None
         if match:
             memory = _MIG_MEMORY.search(cells[1])
-            if not memory and "N/A" not in cells[1]:
+            if not memory and not _UNKNOWN_MEMORY.search(cells[1]):
                 raise self.fail(f"MIG device: expected {_MEMORY_HINT}", number, line)
             gpu_index = int(match.group("gpu"))
             owner = next((gpu for gpu in self.report.gpus if gpu.index == gpu_index), None)

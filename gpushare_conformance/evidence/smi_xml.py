@@ -60,10 +60,9 @@ def parse_xml(text: str) -> NvidiaSmiReport:
     try:
         root = ET.fromstring(document)
     except ET.ParseError as exc:
-        line, column = exc.position
-        number = line + skipped_lines
+        number = exc.position[0] + skipped_lines
         lines = text.splitlines()
-        raise EvidenceParseError(f"nvidia-smi XML: not well-formed ({exc}, column {column})", number, lines[number - 1] if number <= len(lines) else "") from None
+        raise EvidenceParseError(f"nvidia-smi XML: not well-formed ({exc})", number, lines[number - 1] if number <= len(lines) else "") from None
     if root.tag != _ROOT:
         raise EvidenceParseError(f"nvidia-smi XML: root element is <{root.tag}>, expected <{_ROOT}>")
     report = NvidiaSmiReport(

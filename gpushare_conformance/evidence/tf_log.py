@@ -43,6 +43,7 @@ _FOUND = re.compile(r"Found device (?P<index>\d+) with properties:(?P<rest>.*)$"
 _TF2_PROPS = re.compile(r"pciBusID:\s*(?P<pci>\S+)\s+name:\s*(?P<name>.+?)\s+computeCapability:\s*(?P<cc>\d+\.\d+)")
 _TF1_NAME = re.compile(r"(?:^|\s)name:\s*(?P<name>.+?)\s+major:\s*(?P<major>\d+)\s+minor:\s*(?P<minor>\d+)")
 _TF1_NAME_ALONE = re.compile(r"^name:\s*(?P<name>.+?)\s*$")
+_TF1_MAJOR_MINOR = re.compile(r"^major:\s*(?P<major>\d+)\s+minor:\s*(?P<minor>\d+)")
 _TF1_PCI = re.compile(r"(?:^|\s)pciBusID:?\s+(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 _TOTAL = re.compile(rf"(?:totalMemory:|Total memory:)\s*(?P<size>{_SIZE})")
 _FREE = re.compile(rf"(?:freeMemory:|Free memory:)\s*(?P<size>{_SIZE})")
@@ -153,6 +154,9 @@ def _continuation(merger: _Merger, index: int, text: str, number: int, line: str
             merger.set(index, name=name.group("name"), compute_capability=f"{name.group('major')}.{name.group('minor')}")
         elif _TF1_NAME_ALONE.match(text.strip()):
             merger.set(index, name=_TF1_NAME_ALONE.match(text.strip()).group("name"))
+        capability = _TF1_MAJOR_MINOR.match(text.strip())
+        if capability:
+            merger.set(index, compute_capability=f"{capability.group('major')}.{capability.group('minor')}")
         pci = _TF1_PCI.search(text)
         if pci:
             merger.set(index, pci_bus_id=pci.group("pci"))

@@ -91,6 +91,7 @@ class ExtenderServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ExtenderServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
 
     def log_message(self, fmt: str, *args: Any) -> None:
         log.debug("%s " + fmt, self.address_string(), *args)

@@ -64,6 +64,11 @@ class ClusterState:
         self._nodes: dict[str, _Node] = {}
         self._allocs: dict[str, Allocation] = {}
         self._used: dict[str, dict[int, int]] = {}
+        # Free GiB of each node's healthy cards, largest first: the filter's fast path
+        # (M cards fit iff the M-th largest free value holds the share).
+        self._free_desc: dict[str, list[int]] = {}
+        # Reasons already worked out per node and (count, share); dropped on any change.
+        self._misfits: dict[str, dict[tuple[int, int], Misfit | None]] = {}
         self._pods: dict[tuple[str, str], dict[str, Any]] = {}
         self._pod_errors: dict[str, str] = {}
         self.synced = threading.Event()
@@ -77,10 +82,23 @@ class ClusterState:
             entry = _Node(error=str(exc))
         with self._lock:
             self._nodes[name] = entry
+            self._refresh_free(name)
 
     def remove_node(self, name: str) -> None:
         with self._lock:
             self._nodes.pop(name, None)
+            self._free_desc.pop(name, None)
+            self._misfits.pop(name, None)
+
+    def _refresh_free(self, name: str) -> None:
+        self._misfits.pop(name, None)
+        entry = self._nodes.get(name)
+        if entry is None or entry.error:
+            self._free_desc.pop(name, None)
+            return
+        used = self._used.get(name, {})
+        self._free_desc[name] = sorted(
+            (c.total_gib - used.get(c.index, 0) for c in entry.cards if c.healthy), reverse=True)
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         """Record a pod's latest state. Its annotations are authoritative once it is
@@ -115,6 +133,8 @@ class ClusterState:
         """Relist: the given nodes are all there is."""
         with self._lock:
             self._nodes.clear()
+            self._free_desc.clear()
+            self._misfits.clear()
             for node in nodes:
                 self.upsert_node(node)
 
@@ -126,6 +146,8 @@ class ClusterState:
             self._allocs.clear()
             self._used.clear()
             self._pod_errors.clear()
+            for name in self._nodes:
+                self._refresh_free(name)
             for pod in pods:
                 self.upsert_pod(pod)
             # Keep reservations of binds still in flight (pod listed, not yet bound).
@@ -139,6 +161,7 @@ class ClusterState:
         used = self._used.setdefault(alloc.node, {})
         for card, gib in alloc.per_card.items():
             used[card] = used.get(card, 0) + gib
+        self._refresh_free(alloc.node)
 
     def _release(self, uid: str) -> None:
         alloc = self._allocs.pop(uid, None)
@@ -149,6 +172,7 @@ class ClusterState:
             used[card] = used.get(card, 0) - gib
             if used[card] <= 0:
                 used.pop(card)
+        self._refresh_free(alloc.node)
 
     # ---- queries -------------------------------------------------------------
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -188,9 +212,24 @@ class ClusterState:
         except ShareRequestError as exc:
             outcome.unresolvable = {n: str(exc) for n in names}
             return outcome
+        count, share = request.count, request.per_card_gib
         with self._lock:
+            free_desc, misfits, key = self._free_desc, self._misfits, (count, share)
             for name, node in zip(names, nodes):
-                bad = self._node_misfit(name, request, None if isinstance(node, str) else node)
+                if isinstance(node, str):
+                    free = free_desc.get(name)
+                    if free is not None and len(free) >= count and free[count - 1] >= share:
+                        outcome.fits.append(name)
+                        continue
+                    known = misfits.get(name)
+                    if known is not None and key in known:
+                        bad = known[key]
+                    else:
+                        bad = self._node_misfit(name, request, None)
+                        if name in self._nodes:
+                            misfits.setdefault(name, {})[key] = bad
+                else:
+                    bad = self._node_misfit(name, request, node)
                 if bad is None:
                     outcome.fits.append(name)
                 elif bad.unresolvable:

@@ -1,0 +1,704 @@
+/* libgpushare-shim.so: per-card memory limits for CUDA programs, preloaded into
+ * every process of a container (LD_PRELOAD or /etc/ld.so.preload).
+ *
+ * It exports the memory-related CUDA driver and NVML entry points, so direct calls
+ * bind to it, and it hands out the same hooks from dlsym() and cuGetProcAddress(), so
+ * a program that resolves symbols itself cannot step around it.  The real functions
+ * come from the libraries found as libcuda.so.1 / libnvidia-ml.so.1, whether the
+ * mocks of this project or NVIDIA's: nothing here depends on which. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <nvml.h>
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- the real dlsym ----------------------------------------------------------- */
+
+typedef void *(*dlsym_fn_t)(void *, const char *);
+HIDDEN dlsym_fn_t gpushare_real_dlsym;
+
+static void resolve_real_dlsym(void) {
+    if (__atomic_load_n(&gpushare_real_dlsym, __ATOMIC_ACQUIRE)) return;
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
+    void *p = NULL;
+    for (size_t i = 0; !p && i < sizeof versions / sizeof versions[0]; i++) p = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    if (!p) {
+        static const char msg[] = "gpushare-shim: cannot find the C library's dlsym\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+        abort();
+    }
+    __atomic_store_n(&gpushare_real_dlsym, (dlsym_fn_t)p, __ATOMIC_RELEASE);
+}
+
+/* ---- hook tables -------------------------------------------------------------- */
+
+#define CUDA_HOOKS(X)          \
+    X(cuInit)                  \
+    X(cuDeviceTotalMem)        \
+    X(cuDeviceTotalMem_v2)     \
+    X(cuMemGetInfo)            \
+    X(cuMemGetInfo_v2)         \
+    X(cuMemAlloc)              \
+    X(cuMemAlloc_v2)           \
+    X(cuMemAllocPitch)         \
+    X(cuMemAllocPitch_v2)      \
+    X(cuMemAllocManaged)       \
+    X(cuMemFree)               \
+    X(cuMemFree_v2)            \
+    X(cuGetProcAddress)        \
+    X(cuGetProcAddress_v2)
+
+#define NVML_HOOKS(X)              \
+    X(nvmlInit)                    \
+    X(nvmlInit_v2)                 \
+    X(nvmlInitWithFlags)           \
+    X(nvmlDeviceGetMemoryInfo)     \
+    X(nvmlDeviceGetMemoryInfo_v2)
+
+#define ENUM_ENTRY(name) H_##name,
+enum { CUDA_HOOKS(ENUM_ENTRY) H_CUDA_COUNT };
+enum { NVML_HOOKS(ENUM_ENTRY) H_NVML_COUNT };
+#define NAME_ENTRY(name) #name,
+static const char *const CUDA_NAMES[] = {CUDA_HOOKS(NAME_ENTRY)};
+static const char *const NVML_NAMES[] = {NVML_HOOKS(NAME_ENTRY)};
+/* Our own definitions (bound locally: the shim is linked with -Bsymbolic). */
+#define HOOK_ENTRY(name) (void *)name,
+static void *const CUDA_HOOK_FNS[] = {CUDA_HOOKS(HOOK_ENTRY)};
+static void *const NVML_HOOK_FNS[] = {NVML_HOOKS(HOOK_ENTRY)};
+
+static void *g_real_cuda[H_CUDA_COUNT];
+static void *g_real_nvml[H_NVML_COUNT];
+/* Real entry points the shim calls but does not replace. */
+static CUresult (*real_cuCtxGetDevice)(CUdevice *);
+static CUresult (*real_cuDeviceGetPCIBusId)(char *, int, CUdevice);
+static CUresult (*real_cuDeviceGetCount)(int *);
+static nvmlReturn_t (*real_nvmlDeviceGetIndex)(nvmlDevice_t, unsigned int *);
+
+static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT, g_nvml_once = PTHREAD_ONCE_INIT;
+static void *g_nvml_lib;
+
+static void load_cuda(void) {
+    resolve_real_dlsym();
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) return; /* no driver: every hook answers CUDA_ERROR_NOT_FOUND */
+    for (int i = 0; i < H_CUDA_COUNT; i++) g_real_cuda[i] = gpushare_real_dlsym(lib, CUDA_NAMES[i]);
+    real_cuCtxGetDevice = (CUresult(*)(CUdevice *))gpushare_real_dlsym(lib, "cuCtxGetDevice");
+    real_cuDeviceGetPCIBusId = (CUresult(*)(char *, int, CUdevice))gpushare_real_dlsym(lib, "cuDeviceGetPCIBusId");
+    real_cuDeviceGetCount = (CUresult(*)(int *))gpushare_real_dlsym(lib, "cuDeviceGetCount");
+}
+
+static void load_nvml(void) {
+    resolve_real_dlsym();
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!lib) return;
+    g_nvml_lib = lib;
+    for (int i = 0; i < H_NVML_COUNT; i++) g_real_nvml[i] = gpushare_real_dlsym(lib, NVML_NAMES[i]);
+    real_nvmlDeviceGetIndex = (nvmlReturn_t(*)(nvmlDevice_t, unsigned int *))gpushare_real_dlsym(lib, "nvmlDeviceGetIndex");
+}
+
+static inline void *real_cuda(int i) {
+    pthread_once(&g_cuda_once, load_cuda);
+    return g_real_cuda[i];
+}
+static inline void *real_nvml(int i) {
+    pthread_once(&g_nvml_once, load_nvml);
+    return g_real_nvml[i];
+}
+
+static inline shim_mode_t mode(void) { return shim_config()->mode; }
+
+/* ---- dlsym ----------------------------------------------------------------------- */
+
+/* Decide whether a dlsym() lookup gets one of our hooks; NULL means "let the C
+ * library answer".  Called by the dlsym entry below before anything else. */
+HIDDEN void *gpushare_dlsym_hook(void *handle, const char *name) {
+    (void)handle;
+    resolve_real_dlsym();
+    if (!name || (name[0] != 'c' && name[0] != 'n')) return NULL;
+    if (strncmp(name, "cu", 2) != 0 && strncmp(name, "nvml", 4) != 0) return NULL;
+    if (mode() == SHIM_PASSTHROUGH) return NULL;
+    if (name[1] == 'u') {
+        for (int i = 0; i < H_CUDA_COUNT; i++)
+            if (strcmp(name, CUDA_NAMES[i]) == 0) return real_cuda(i) ? CUDA_HOOK_FNS[i] : NULL;
+    } else {
+        for (int i = 0; i < H_NVML_COUNT; i++)
+            if (strcmp(name, NVML_NAMES[i]) == 0) return real_nvml(i) ? NVML_HOOK_FNS[i] : NULL;
+    }
+    return NULL;
+}
+
+/* dlsym itself.  Lookups we do not hook must reach the C library's dlsym as a tail
+ * jump, so that it sees the caller's return address: RTLD_NEXT is relative to the
+ * calling object, and a plain call from here would make it relative to the shim. */
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    .cfi_startproc\n"
+        "    pushq %rdi\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    pushq %rsi\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    subq $8, %rsp\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    call gpushare_dlsym_hook\n"
+        "    addq $8, %rsp\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    popq %rsi\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    popq %rdi\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    testq %rax, %rax\n"
+        "    jnz 1f\n"
+        "    jmp *gpushare_real_dlsym(%rip)\n"
+        "1:  ret\n"
+        "    .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        "dlsym:\n"
+        "    stp x29, x30, [sp, #-32]!\n"
+        "    mov x29, sp\n"
+        "    stp x0, x1, [sp, #16]\n"
+        "    bl gpushare_dlsym_hook\n"
+        "    mov x9, x0\n"
+        "    ldp x0, x1, [sp, #16]\n"
+        "    ldp x29, x30, [sp], #32\n"
+        "    cbnz x9, 1f\n"
+        "    adrp x10, gpushare_real_dlsym\n"
+        "    ldr x10, [x10, #:lo12:gpushare_real_dlsym]\n"
+        "    br x10\n"
+        "1:  mov x0, x9\n"
+        "    ret\n"
+        ".size dlsym, .-dlsym\n");
+#else
+#error "dlsym trampoline: unsupported architecture"
+#endif
+
+/* ---- device numbering ------------------------------------------------------------ */
+
+/* CUDA device ordinal -> container card (the numbering of GPUSHARE_MEMORY_LIMIT_<i>
+ * and of NVML), -1 when it cannot be told.  CUDA_VISIBLE_DEVICES of plain indices is
+ * read directly; UUIDs are matched through the PCI bus ids NVML and CUDA report. */
+static int g_card_of[SHIM_MAX_DEVICES];
+static pthread_once_t g_map_once = PTHREAD_ONCE_INIT;
+
+static int bus_ids_equal(const char *a, const char *b) {
+    unsigned int d1, b1, v1, f1, d2, b2, v2, f2;
+    if (sscanf(a, "%x:%x:%x.%x", &d1, &b1, &v1, &f1) != 4) return 0;
+    if (sscanf(b, "%x:%x:%x.%x", &d2, &b2, &v2, &f2) != 4) return 0;
+    return d1 == d2 && b1 == b2 && v1 == v2 && f1 == f2;
+}
+
+static void map_by_bus_id(void) {
+    pthread_once(&g_nvml_once, load_nvml);
+    if (!g_nvml_lib || !real_cuDeviceGetPCIBusId || !real_cuDeviceGetCount) return;
+    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))g_real_nvml[H_nvmlInit_v2];
+    nvmlReturn_t (*count)(unsigned int *) = (nvmlReturn_t(*)(unsigned int *))gpushare_real_dlsym(g_nvml_lib, "nvmlDeviceGetCount_v2");
+    nvmlReturn_t (*handle)(unsigned int, nvmlDevice_t *) =
+        (nvmlReturn_t(*)(unsigned int, nvmlDevice_t *))gpushare_real_dlsym(g_nvml_lib, "nvmlDeviceGetHandleByIndex_v2");
+    nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, nvmlPciInfo_t *))gpushare_real_dlsym(g_nvml_lib, "nvmlDeviceGetPciInfo_v3");
+    nvmlReturn_t (*shutdown)(void) = (nvmlReturn_t(*)(void))gpushare_real_dlsym(g_nvml_lib, "nvmlShutdown");
+    unsigned int cards = 0;
+    int ordinals = 0;
+    if (!init || !count || !handle || !pci || init() != NVML_SUCCESS) return;
+    if (count(&cards) == NVML_SUCCESS && real_cuDeviceGetCount(&ordinals) == CUDA_SUCCESS) {
+        for (int d = 0; d < ordinals && d < SHIM_MAX_DEVICES; d++) {
+            char bus[64];
+            if (real_cuDeviceGetPCIBusId(bus, sizeof bus, d) != CUDA_SUCCESS) continue;
+            for (unsigned int c = 0; c < cards && c < SHIM_MAX_DEVICES; c++) {
+                nvmlDevice_t h;
+                nvmlPciInfo_t info;
+                if (handle(c, &h) == NVML_SUCCESS && pci(h, &info) == NVML_SUCCESS && bus_ids_equal(bus, info.busId))
+                    g_card_of[d] = (int)c;
+            }
+        }
+    }
+    if (shutdown) shutdown();
+}
+
+static void build_device_map(void) {
+    for (int i = 0; i < SHIM_MAX_DEVICES; i++) g_card_of[i] = -1;
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) {
+        for (int i = 0; i < SHIM_MAX_DEVICES; i++) g_card_of[i] = i;
+        return;
+    }
+    char list[1024];
+    snprintf(list, sizeof list, "%s", cvd);
+    int n = 0, all_numeric = 1;
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok && n < SHIM_MAX_DEVICES; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (!isdigit((unsigned char)tok[0]) || *end || v < 0 || v >= SHIM_MAX_DEVICES) {
+            all_numeric = 0;
+            break;
+        }
+        g_card_of[n++] = (int)v;
+    }
+    if (!all_numeric) {
+        for (int i = 0; i < SHIM_MAX_DEVICES; i++) g_card_of[i] = -1;
+        map_by_bus_id();
+    }
+}
+
+static int card_of(CUdevice dev) {
+    pthread_once(&g_map_once, build_device_map);
+    if (dev < 0 || dev >= SHIM_MAX_DEVICES) return -1;
+    return g_card_of[dev];
+}
+
+static uint64_t limit_of(int card) { return card >= 0 ? shim_config()->limit[card] : 0; }
+
+static void report_unmapped(CUdevice dev) {
+    static int reported;
+    if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
+    fprintf(stderr, "gpushare-shim: cannot tell which container card CUDA device %d is; refusing allocations on it\n",
+            (int)dev);
+}
+
+/* ---- per-process allocation table: pointer -> (card, bytes) ----------------------- */
+
+typedef struct {
+    CUdeviceptr ptr; /* 0 empty, 1 tombstone */
+    uint64_t bytes;
+    int card;
+} tracked_t;
+
+static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static tracked_t *g_table;
+static size_t g_table_cap, g_table_used; /* used counts live + tombstones */
+
+static size_t slot_hash(CUdeviceptr p) { return (size_t)((p >> 9) * 0x9E3779B97F4A7C15ULL); }
+
+static void table_put_locked(CUdeviceptr p, uint64_t bytes, int card);
+
+static int table_grow_locked(void) {
+    size_t cap = g_table_cap ? g_table_cap * 2 : 1024;
+    tracked_t *old = g_table, *fresh = calloc(cap, sizeof *fresh);
+    size_t old_cap = g_table_cap;
+    if (!fresh) return -1;
+    g_table = fresh;
+    g_table_cap = cap;
+    g_table_used = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].ptr > 1) table_put_locked(old[i].ptr, old[i].bytes, old[i].card);
+    free(old);
+    return 0;
+}
+
+static void table_put_locked(CUdeviceptr p, uint64_t bytes, int card) {
+    size_t mask = g_table_cap - 1;
+    size_t i = slot_hash(p) & mask;
+    while (g_table[i].ptr > 1) i = (i + 1) & mask;
+    if (g_table[i].ptr == 0) g_table_used++;
+    g_table[i] = (tracked_t){p, bytes, card};
+}
+
+static int table_put(CUdeviceptr p, uint64_t bytes, int card) {
+    pthread_mutex_lock(&g_table_lock);
+    int rc = 0;
+    if ((g_table_used + 1) * 2 > g_table_cap) rc = table_grow_locked();
+    if (rc == 0) table_put_locked(p, bytes, card);
+    pthread_mutex_unlock(&g_table_lock);
+    return rc;
+}
+
+/* Remove p; 1 and its record when it was tracked. */
+static int table_take(CUdeviceptr p, tracked_t *out) {
+    int found = 0;
+    pthread_mutex_lock(&g_table_lock);
+    if (g_table_cap && p > 1) {
+        size_t mask = g_table_cap - 1;
+        for (size_t i = slot_hash(p) & mask; g_table[i].ptr != 0; i = (i + 1) & mask)
+            if (g_table[i].ptr == p) {
+                *out = g_table[i];
+                g_table[i].ptr = 1;
+                found = 1;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&g_table_lock);
+    return found;
+}
+
+static void table_forget_all(void) {
+    pthread_mutex_init(&g_table_lock, NULL);
+    free(g_table);
+    g_table = NULL;
+    g_table_cap = g_table_used = 0;
+}
+
+/* ---- allocation accounting --------------------------------------------------------- */
+
+typedef struct {
+    int card;       /* -1: untracked (no limit on this card) */
+    uint64_t bytes;
+} reservation_t;
+
+/* Reserve bytes on the current context's card.  CUDA_SUCCESS with r->card = -1 means
+ * "not limited, just forward"; an error code means "answer this without calling". */
+static CUresult reserve_current(uint64_t bytes, reservation_t *r) {
+    r->card = -1;
+    r->bytes = bytes;
+    if (!real_cuCtxGetDevice) return CUDA_SUCCESS;
+    CUdevice dev;
+    if (real_cuCtxGetDevice(&dev) != CUDA_SUCCESS) return CUDA_SUCCESS; /* the driver reports the error */
+    int card = card_of(dev);
+    if (card < 0) {
+        report_unmapped(dev);
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    uint64_t limit = limit_of(card);
+    if (!limit) return CUDA_SUCCESS;
+    if (bytes == 0) return CUDA_SUCCESS; /* the driver refuses it with its own code */
+    int rc = usage_reserve(card, bytes, limit);
+    if (rc != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    r->card = card;
+    return CUDA_SUCCESS;
+}
+
+static void settle(reservation_t *r, CUresult rc, CUdeviceptr p) {
+    if (r->card < 0) return;
+    if (rc != CUDA_SUCCESS || table_put(p, r->bytes, r->card) != 0) usage_release(r->card, r->bytes);
+}
+
+static CUresult refuse_cuda(void) {
+    shim_report_broken();
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+#define REAL(idx, type) ((type)real_cuda(idx))
+
+/* ---- CUDA hooks ---------------------------------------------------------------- */
+
+EXPORT CUresult cuInit(unsigned int Flags) {
+    CUresult (*real)(unsigned int) = REAL(H_cuInit, CUresult(*)(unsigned int));
+    if (mode() == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    return real(Flags);
+}
+
+static void clamp_total(size_t *bytes, CUdevice dev) {
+    if (mode() != SHIM_LIMITED) return;
+    uint64_t limit = limit_of(card_of(dev));
+    if (limit && limit < *bytes) *bytes = (size_t)limit;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    CUresult (*real)(size_t *, CUdevice) = REAL(H_cuDeviceTotalMem_v2, CUresult(*)(size_t *, CUdevice));
+    if (mode() == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(bytes, dev);
+    if (rc == CUDA_SUCCESS) clamp_total(bytes, dev);
+    return rc;
+}
+
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+    CUresult (*real)(unsigned int *, CUdevice) = REAL(H_cuDeviceTotalMem, CUresult(*)(unsigned int *, CUdevice));
+    if (mode() == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(bytes, dev);
+    if (rc == CUDA_SUCCESS) {
+        size_t v = *bytes;
+        clamp_total(&v, dev);
+        *bytes = (unsigned int)v;
+    }
+    return rc;
+}
+
+/* Share view of (free, total) for the current context's card. */
+static void share_view(size_t *free_b, size_t *total_b) {
+    if (mode() != SHIM_LIMITED || !real_cuCtxGetDevice) return;
+    CUdevice dev;
+    if (real_cuCtxGetDevice(&dev) != CUDA_SUCCESS) return;
+    int card = card_of(dev);
+    uint64_t limit = limit_of(card);
+    if (!limit) return;
+    uint64_t used = usage_of(card);
+    uint64_t share_free = used < limit ? limit - used : 0;
+    if (*total_b > limit) *total_b = (size_t)limit;
+    if (*free_b > share_free) *free_b = (size_t)share_free;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+    CUresult (*real)(size_t *, size_t *) = REAL(H_cuMemGetInfo_v2, CUresult(*)(size_t *, size_t *));
+    if (mode() == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(free_b, total_b);
+    if (rc == CUDA_SUCCESS) share_view(free_b, total_b);
+    return rc;
+}
+
+EXPORT CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total_b) {
+    CUresult (*real)(unsigned int *, unsigned int *) = REAL(H_cuMemGetInfo, CUresult(*)(unsigned int *, unsigned int *));
+    if (mode() == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(free_b, total_b);
+    if (rc == CUDA_SUCCESS) {
+        size_t f = *free_b, t = *total_b;
+        share_view(&f, &t);
+        *free_b = (unsigned int)f;
+        *total_b = (unsigned int)t;
+    }
+    return rc;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    CUresult (*real)(CUdeviceptr *, size_t) = REAL(H_cuMemAlloc_v2, CUresult(*)(CUdeviceptr *, size_t));
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH || !dptr) return real(dptr, bytesize);
+    reservation_t r;
+    CUresult rc = reserve_current(bytesize, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = real(dptr, bytesize);
+    settle(&r, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    return rc;
+}
+
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+    CUresult (*real)(CUdeviceptr_v1 *, unsigned int) = REAL(H_cuMemAlloc, CUresult(*)(CUdeviceptr_v1 *, unsigned int));
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH || !dptr) return real(dptr, bytesize);
+    reservation_t r;
+    CUresult rc = reserve_current(bytesize, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = real(dptr, bytesize);
+    settle(&r, rc, rc == CUDA_SUCCESS ? (CUdeviceptr)*dptr : 0);
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    CUresult (*real)(CUdeviceptr *, size_t, unsigned int) =
+        REAL(H_cuMemAllocManaged, CUresult(*)(CUdeviceptr *, size_t, unsigned int));
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH || !dptr) return real(dptr, bytesize, flags);
+    reservation_t r;
+    CUresult rc = reserve_current(bytesize, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = real(dptr, bytesize, flags);
+    settle(&r, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    return rc;
+}
+
+/* Pitched allocations: reserve the usual 512-byte-aligned estimate, then settle on
+ * the pitch the driver chose. */
+static void settle_pitch(reservation_t *r, CUresult rc, CUdeviceptr p, uint64_t actual) {
+    if (r->card >= 0 && rc == CUDA_SUCCESS && actual != r->bytes) {
+        if (actual > r->bytes)
+            (void)usage_reserve(r->card, actual - r->bytes, UINT64_MAX); /* already allocated */
+        else
+            usage_release(r->card, r->bytes - actual);
+        r->bytes = actual;
+    }
+    settle(r, rc, p);
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                   unsigned int ElementSizeBytes) {
+    CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int) =
+        REAL(H_cuMemAllocPitch_v2, CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int));
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH || !dptr || !pPitch) return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    uint64_t estimate = (uint64_t)((WidthInBytes + 511) & ~(size_t)511) * Height;
+    reservation_t r;
+    CUresult rc = reserve_current(estimate, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    settle_pitch(&r, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                unsigned int Height, unsigned int ElementSizeBytes) {
+    CUresult (*real)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int) =
+        REAL(H_cuMemAllocPitch, CUresult(*)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int));
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH || !dptr || !pPitch) return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    uint64_t estimate = (uint64_t)((WidthInBytes + 511u) & ~511u) * Height;
+    reservation_t r;
+    CUresult rc = reserve_current(estimate, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    settle_pitch(&r, rc, rc == CUDA_SUCCESS ? (CUdeviceptr)*dptr : 0,
+                 rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
+    return rc;
+}
+
+static CUresult free_tracked(CUdeviceptr p, CUresult (*call)(CUdeviceptr, void *), void *real) {
+    tracked_t t;
+    int tracked = table_take(p, &t);
+    CUresult rc = call(p, real);
+    if (tracked) {
+        if (rc == CUDA_SUCCESS)
+            usage_release(t.card, t.bytes);
+        else
+            (void)table_put(t.ptr, t.bytes, t.card);
+    }
+    return rc;
+}
+
+static CUresult call_free_v2(CUdeviceptr p, void *real) { return ((CUresult(*)(CUdeviceptr))real)(p); }
+static CUresult call_free_v1(CUdeviceptr p, void *real) { return ((CUresult(*)(CUdeviceptr_v1))real)((CUdeviceptr_v1)p); }
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    void *real = real_cuda(H_cuMemFree_v2);
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH) return ((CUresult(*)(CUdeviceptr))real)(dptr);
+    return free_tracked(dptr, call_free_v2, real);
+}
+
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+    void *real = real_cuda(H_cuMemFree);
+    shim_mode_t m = mode();
+    if (m == SHIM_BROKEN) return refuse_cuda();
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (m == SHIM_PASSTHROUGH) return ((CUresult(*)(CUdeviceptr_v1))real)(dptr);
+    return free_tracked((CUdeviceptr)dptr, call_free_v1, real);
+}
+
+/* Swap any real entry point the driver hands out for our hook of it. */
+static void replace_with_hook(void **pfn) {
+    if (!pfn || !*pfn || mode() == SHIM_PASSTHROUGH) return;
+    for (int i = 0; i < H_CUDA_COUNT; i++)
+        if (*pfn == g_real_cuda[i]) {
+            *pfn = CUDA_HOOK_FNS[i];
+            return;
+        }
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *symbolStatus) {
+    CUresult (*real)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        REAL(H_cuGetProcAddress_v2, CUresult(*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *));
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (rc == CUDA_SUCCESS) replace_with_hook(pfn);
+    return rc;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+    CUresult (*real)(const char *, void **, int, cuuint64_t) =
+        REAL(H_cuGetProcAddress, CUresult(*)(const char *, void **, int, cuuint64_t));
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS) replace_with_hook(pfn);
+    return rc;
+}
+
+/* ---- NVML hooks ------------------------------------------------------------------- */
+
+static nvmlReturn_t refuse_nvml(void) {
+    shim_report_broken();
+    return NVML_ERROR_UNKNOWN;
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    nvmlReturn_t (*real)(void) = (nvmlReturn_t(*)(void))real_nvml(H_nvmlInit_v2);
+    if (mode() == SHIM_BROKEN) return refuse_nvml();
+    return real ? real() : NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlInit(void) {
+    nvmlReturn_t (*real)(void) = (nvmlReturn_t(*)(void))real_nvml(H_nvmlInit);
+    if (mode() == SHIM_BROKEN) return refuse_nvml();
+    return real ? real() : NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    nvmlReturn_t (*real)(unsigned int) = (nvmlReturn_t(*)(unsigned int))real_nvml(H_nvmlInitWithFlags);
+    if (mode() == SHIM_BROKEN) return refuse_nvml();
+    return real ? real(flags) : NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+/* Share view of an NVML device: (limit, container usage), 0 limit = untouched. */
+static uint64_t nvml_share(nvmlDevice_t device, uint64_t *used) {
+    if (mode() != SHIM_LIMITED || !real_nvmlDeviceGetIndex) return 0;
+    unsigned int index;
+    if (real_nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS || index >= SHIM_MAX_DEVICES) return 0;
+    uint64_t limit = limit_of((int)index);
+    if (limit) *used = usage_of((int)index);
+    return limit;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+    nvmlReturn_t (*real)(nvmlDevice_t, nvmlMemory_t *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))real_nvml(H_nvmlDeviceGetMemoryInfo);
+    if (mode() == SHIM_BROKEN) return NVML_ERROR_UNINITIALIZED;
+    if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = real(device, memory);
+    uint64_t used = 0, limit;
+    if (rc == NVML_SUCCESS && (limit = nvml_share(device, &used)) != 0) {
+        uint64_t total = memory->total < limit ? memory->total : limit;
+        uint64_t share_free = used < total ? total - used : 0;
+        memory->total = total;
+        memory->free = memory->free < share_free ? memory->free : share_free;
+        memory->used = total - memory->free;
+    }
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+    nvmlReturn_t (*real)(nvmlDevice_t, nvmlMemory_v2_t *) =
+        (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_v2_t *))real_nvml(H_nvmlDeviceGetMemoryInfo_v2);
+    if (mode() == SHIM_BROKEN) return NVML_ERROR_UNINITIALIZED;
+    if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = real(device, memory);
+    uint64_t used = 0, limit;
+    if (rc == NVML_SUCCESS && (limit = nvml_share(device, &used)) != 0) {
+        uint64_t total = memory->total < limit ? memory->total : limit;
+        if (used > total) used = total;
+        uint64_t share_free = total - used;
+        memory->total = total;
+        memory->used = used;
+        memory->free = memory->free < share_free ? memory->free : share_free;
+        memory->reserved = total - used - memory->free; /* total = reserved + used + free */
+    }
+    return rc;
+}
+
+/* ---- process lifecycle ---------------------------------------------------------- */
+
+static void after_fork_in_child(void) {
+    table_forget_all(); /* CUDA state does not survive fork */
+    usage_forget_process();
+}
+
+__attribute__((constructor)) static void shim_start(void) {
+    resolve_real_dlsym();
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+}
+
+__attribute__((destructor)) static void shim_stop(void) { usage_exit(); }

@@ -1,0 +1,120 @@
+/* Limit variables of docs/design.md ("Shim environment"):
+ *   GPUSHARE_MEMORY_LIMIT_<i>  limit for container card i (wins over the next)
+ *   GPUSHARE_MEMORY_LIMIT      limit for every card
+ *   GPUSHARE_USAGE_FILE        shared accounting file (default /tmp/.gpushare-usage)
+ * A malformed value refuses the whole configuration: never a silent "unlimited". */
+#include "shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char UNITS_HELP[] = "expected an integer with unit B, KiB, MiB, GiB (or k, m, g)";
+
+uint64_t shim_parse_size(const char *value, const char **why) {
+    *why = UNITS_HELP;
+    if (!value || value[0] < '0' || value[0] > '9') return 0;
+    uint64_t n = 0;
+    const char *p = value;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (n > (UINT64_MAX - 9) / 10) { *why = "value too large"; return 0; }
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    unsigned shift;
+    if (strcmp(p, "B") == 0) shift = 0;
+    else if (strcmp(p, "KiB") == 0 || strcmp(p, "k") == 0 || strcmp(p, "K") == 0) shift = 10;
+    else if (strcmp(p, "MiB") == 0 || strcmp(p, "m") == 0 || strcmp(p, "M") == 0) shift = 20;
+    else if (strcmp(p, "GiB") == 0 || strcmp(p, "g") == 0 || strcmp(p, "G") == 0) shift = 30;
+    else return 0;
+    if (n == 0) { *why = "the limit must be greater than zero"; return 0; }
+    if (shift && n > (UINT64_MAX >> shift)) { *why = "value too large"; return 0; }
+    *why = NULL;
+    return n << shift;
+}
+
+static void refuse(shim_config_t *cfg, const char *name, const char *value, const char *why) {
+    if (cfg->mode == SHIM_BROKEN) return; /* keep the first problem */
+    cfg->mode = SHIM_BROKEN;
+    snprintf(cfg->error, sizeof cfg->error, "invalid %s='%s': %s", name, value, why);
+}
+
+void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->usage_file, sizeof cfg->usage_file, "/tmp/.gpushare-usage");
+    uint64_t all = 0;
+    int have_any = 0, have_per[SHIM_MAX_DEVICES] = {0};
+    static const char prefix[] = "GPUSHARE_MEMORY_LIMIT";
+    for (char *const *e = envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq) continue;
+        size_t klen = (size_t)(eq - *e);
+        char name[128];
+        if (klen >= sizeof name) continue;
+        memcpy(name, *e, klen);
+        name[klen] = '\0';
+        const char *value = eq + 1;
+        if (strcmp(name, "GPUSHARE_USAGE_FILE") == 0) {
+            if (value[0] != '/' || strlen(value) >= sizeof cfg->usage_file)
+                refuse(cfg, name, value, "expected an absolute path");
+            else
+                snprintf(cfg->usage_file, sizeof cfg->usage_file, "%s", value);
+            continue;
+        }
+        if (strncmp(name, prefix, sizeof prefix - 1) != 0) continue;
+        const char *suffix = name + sizeof prefix - 1;
+        const char *why;
+        if (*suffix == '\0') {
+            all = shim_parse_size(value, &why);
+            if (why) refuse(cfg, name, value, why);
+            have_any = 1;
+            continue;
+        }
+        if (*suffix != '_') continue; /* another variable sharing the prefix */
+        suffix++;
+        char *end;
+        errno = 0;
+        long idx = strtol(suffix, &end, 10);
+        if (!*suffix || *end || errno || idx < 0 || idx >= SHIM_MAX_DEVICES || (suffix[0] == '0' && suffix[1])) {
+            refuse(cfg, name, value, "the suffix must be a card index 0..63");
+            continue;
+        }
+        uint64_t bytes = shim_parse_size(value, &why);
+        if (why) {
+            refuse(cfg, name, value, why);
+            continue;
+        }
+        cfg->limit[idx] = bytes;
+        have_per[idx] = 1;
+        have_any = 1;
+    }
+    if (cfg->mode == SHIM_BROKEN) return;
+    for (int i = 0; i < SHIM_MAX_DEVICES; i++)
+        if (!have_per[i]) cfg->limit[i] = all;
+    cfg->mode = have_any ? SHIM_LIMITED : SHIM_PASSTHROUGH;
+}
+
+static shim_config_t g_config;
+static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
+
+static void load_config(void) { shim_config_from_env(environ, &g_config); }
+
+const shim_config_t *shim_config(void) {
+    pthread_once(&g_config_once, load_config);
+    return &g_config;
+}
+
+void shim_report_broken(void) {
+    static int reported;
+    if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL)) return;
+    char line[640];
+    int n = snprintf(line, sizeof line, "gpushare-shim: %s; refusing all CUDA and NVML calls\n", shim_config()->error);
+    if (n > 0) {
+        ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+}

@@ -1,0 +1,83 @@
+"""Option validation: bad values and combinations fail at start-up, naming the option."""
+
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.options import OptionError, SuiteOptions
+
+
+def opts(**values):
+    return SuiteOptions.from_values(values)
+
+
+def test_defaults_are_local_reference_mocked():
+    o = opts()
+    assert (o.cluster, o.stack, o.mocked_nvml, o.wait_timeout) == ("local", "reference", True, 180.0)
+    assert o.provider_options() == {"inventory": None, "keep": False}
+
+
+def test_existing_defaults_to_real_gpus():
+    assert opts(gpushare_cluster="existing").mocked_nvml is False
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"gpushare_cluster": "minikube"}, r"--cluster: unknown cluster 'minikube'"),
+    ({"gpushare_stack": "volcano"}, r"--stack: unknown stack profile 'volcano'"),
+    ({"gpushare_context": "prod"}, r"--context='prod' only applies"),
+    ({"kubeconfig": "/tmp/x"}, r"--kubeconfig only applies"),
+    ({"gpushare_cluster": "existing", "kubeconfig": "/nonexistent/kubeconfig"}, r"--kubeconfig: file not found"),
+    ({"gpushare_mocked_nvml": False}, r"--real-gpu: the local provider has no GPUs"),
+    ({"gpushare_wait_timeout": "soon"}, r"--wait-timeout: expected seconds"),
+    ({"gpushare_wait_timeout": 0}, r"--wait-timeout: must be positive"),
+    ({"gpushare_cluster": "kind", "gpushare_kind_binary": "/nonexistent/kind"}, r"--kind-binary: '/nonexistent/kind'"),
+    ({"gpushare_kind_binary": "sh"}, r"--kind-binary only applies to --cluster kind"),
+    ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--mock-inventory: file not found"),
+])
+def test_bad_options_name_the_option(values, message):
+    with pytest.raises(OptionError, match=message):
+        opts(**values)
+
+
+def _pytest(*args):
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_pytest_help_lists_the_suite_options():
+    out = _pytest("--help").stdout
+    for option in ("--cluster", "--kubeconfig", "--context", "--deploy-stack", "--stack", "--keep-cluster",
+                   "--keep-namespaces", "--kind-binary", "--kubectl-binary", "--report-dir", "--mock-nvml",
+                   "--real-gpu", "--wait-timeout"):
+        assert option in out, option
+
+
+def test_pytest_markers_lists_the_suite_markers():
+    out = _pytest("--markers").stdout
+    for marker in ("e2e", "seed", "grid", "isolation", "restrictions", "lifecycle", "disruptive", "limitation", "gpu"):
+        assert f"@pytest.mark.{marker}:" in out, marker
+
+
+def test_bad_option_on_the_command_line_is_a_usage_error(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    result = _pytest(str(tmp_path), "--wait-timeout", "-5", "--rootdir", str(tmp_path))
+    assert result.returncode == 4
+    assert "--wait-timeout: must be positive" in result.stderr
+
+
+def test_gpu_checks_are_skipped_with_a_reason_when_nvml_is_mocked(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n\n@pytest.mark.gpu\ndef test_needs_gpu():\n    raise AssertionError('ran')\n\n"
+        "def test_plain():\n    pass\n")
+    result = _pytest(str(tmp_path), "-rs", "--rootdir", str(tmp_path))
+    assert result.returncode == 0, result.stdout
+    assert "1 passed, 1 skipped" in result.stdout
+    assert "needs real GPU hardware, but NVML is mocked" in result.stdout
+
+
+def test_unit_tests_do_not_start_a_cluster(tmp_path):
+    # A test that asks for no cluster fixture passes even with a provider that cannot start.
+    (tmp_path / "test_x.py").write_text("def test_plain():\n    pass\n")
+    result = _pytest(str(tmp_path), "--cluster", "existing", "--rootdir", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,91 @@
+"""Stack profiles: the seed's request in each stack's terms, and clear errors."""
+
+import json
+
+import pytest
+
+from gpushare_conformance.profiles import PROFILES, ProfileError, get_profile
+
+
+def test_reference_profile_writes_the_seed_request():
+    req = get_profile("reference").pod_request(8, 2)
+    assert req.labels == {"aliyun.com/gpu-count": "2"}
+    assert req.limits == {"aliyun.com/gpu-mem": "8"}
+
+
+def test_single_gpu_sharing_has_no_count_label():
+    req = get_profile("reference").pod_request(3, None)
+    assert req.labels == {}
+    assert req.limits == {"aliyun.com/gpu-mem": "3"}
+
+
+def test_hami_asks_cards_and_mib_per_card():
+    req = get_profile("hami").pod_request(8, 2)
+    assert req.labels == {}
+    assert req.limits == {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "4096"}
+
+
+def test_open_gpushare_refuses_multi_card_requests():
+    with pytest.raises(ProfileError, match="at most 1 card"):
+        get_profile("gpushare").pod_request(8, 2)
+    assert get_profile("gpushare").pod_request(4, None).limits == {"aliyun.com/gpu-mem": "4"}
+
+
+def test_rule_breaking_requests_are_rendered_as_asked():
+    # The restriction checks submit 3 GiB over 2 cards on purpose.
+    assert get_profile("ack").pod_request(3, 2).limits == {"aliyun.com/gpu-mem": "3"}
+
+
+@pytest.mark.parametrize("total, cards", [(0, 1), (-1, 1), (2.5, 1), (True, 1), (4, 0), (4, "2")])
+def test_invalid_request_values_are_errors(total, cards):
+    with pytest.raises(ProfileError, match="total_gib|cards"):
+        get_profile("reference").pod_request(total, cards)
+
+
+def test_unknown_profile_lists_known_ones():
+    with pytest.raises(ProfileError, match=r"unknown stack profile 'volcano'; known: reference, ack, gpushare, hami"):
+        get_profile("volcano")
+
+
+def _node(allocatable, name="gpu-1"):
+    return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
+def test_profile_cluster_mismatch_names_missing_resource_and_node():
+    node = _node({"cpu": "2", "aliyun.com/gpu-mem": "60", "aliyun.com/gpu-count": "4"})
+    get_profile("reference").check_node(node)
+    with pytest.raises(ProfileError, match=r"'hami' does not match node 'gpu-1'.*nvidia.com/gpu"):
+        get_profile("hami").check_node(node)
+
+
+def test_allocated_cards_from_each_annotation_form():
+    pod = {"metadata": {"name": "p", "annotations": {"ALIYUN_COM_GPU_MEM_IDX": "1,2"}}}
+    assert get_profile("reference").allocated_cards(pod) == ["1", "2"]
+    ack = {"metadata": {"name": "p", "annotations": {
+        "scheduler.framework.gpushare.allocation": json.dumps({"0": {"3": 4, "1": 4}})}}}
+    assert get_profile("ack").allocated_cards(ack) == ["1", "3"]
+    hami = {"metadata": {"name": "p", "annotations": {
+        "hami.io/vgpu-devices-allocated": "GPU-aaa,NVIDIA,4096,0:GPU-bbb,NVIDIA,4096,0:;"}}}
+    assert get_profile("hami").allocated_cards(hami) == ["GPU-aaa", "GPU-bbb"]
+
+
+def test_duplicate_cards_are_kept_so_a_check_can_see_them():
+    pod = {"metadata": {"name": "p", "annotations": {"ALIYUN_COM_GPU_MEM_IDX": "1,1"}}}
+    assert get_profile("reference").allocated_cards(pod) == ["1", "1"]
+
+
+@pytest.mark.parametrize("value", ["", "a,b", "1;2"])
+def test_malformed_allocation_annotation_is_an_error(value):
+    pod = {"metadata": {"name": "p", "annotations": {"ALIYUN_COM_GPU_MEM_IDX": value}}}
+    with pytest.raises(ProfileError, match="ALIYUN_COM_GPU_MEM_IDX"):
+        get_profile("reference").allocated_cards(pod)
+
+
+def test_missing_allocation_annotation_is_an_error_not_zero_cards():
+    with pytest.raises(ProfileError, match="none of the allocation annotations"):
+        get_profile("reference").allocated_cards({"metadata": {"name": "p", "annotations": {}}})
+
+
+def test_every_profile_names_its_node_resources():
+    for profile in PROFILES.values():
+        assert profile.node_resources and profile.memory_resource
