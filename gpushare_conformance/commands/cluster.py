@@ -36,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"export KUBECONFIG={handle.kubeconfig}")
             print(f"# kubectl: {handle.kubectl}")
         elif args.action == "down":
-            provider.down(progress)
+            left = provider.down(progress)
+            if left:
+                print("error: the host still has: " + "; ".join(left), file=sys.stderr)
+                return 1
         else:
             print(provider.status())
     except LocalClusterError as exc:

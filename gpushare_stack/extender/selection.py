@@ -48,14 +48,19 @@ def misfit(
             f"gpushare: {contract.RESOURCE_COUNT}={count} exceeds the {len(cards)} cards of node {node}",
             True,
         )
-    big_enough = sum(1 for c in cards if c.total_gib >= per_card_gib)
+    big_enough = fitting = 0
+    get = used.get
+    for c in cards:  # one plain loop: this runs for every failing node of every filter
+        if c.total_gib >= per_card_gib:
+            big_enough += 1
+            if c.healthy and c.total_gib - get(c.index, 0) >= per_card_gib:
+                fitting += 1
     if big_enough < count:
         return Misfit(
             f"gpushare: {per_card_gib} GiB per card on {count} cards exceeds node {node}: "
             f"only {big_enough} of its cards have {per_card_gib} GiB in total",
             True,
         )
-    fitting = sum(1 for c in cards if c.healthy and free_gib(c, used) >= per_card_gib)
     if fitting < count:
         return Misfit(
             f"gpushare: node {node} has {fitting} healthy card(s) with {per_card_gib} GiB free, "

@@ -1,0 +1,268 @@
+/* gpushare-probe: what a TensorFlow 1.x process sees of its GPUs.
+ *
+ *   gpushare-probe                 TF 1.x "Found device i with properties:" blocks (stderr,
+ *                                  as TF logs), one per visible card
+ *   gpushare-probe --raw           one machine-readable line per card (stdout)
+ *   gpushare-probe --device I --alloc-mib N [--count K] [--hold-seconds S]
+ *                                  allocate K x N MiB with cuMemAlloc on card I; on failure
+ *                                  print the CUDA error name and exit 2
+ *
+ * It opens libcuda.so.1 with dlopen and resolves entry points with dlsym, as TF does,
+ * so LD_LIBRARY_PATH and the isolation shim decide what it gets. */
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    CUresult (*Init)(unsigned int);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*DeviceComputeCapability)(int *, int *, CUdevice);
+    CUresult (*DeviceGetPCIBusId)(char *, int, CUdevice);
+    CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*PrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*MemGetInfo)(size_t *, size_t *);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*GetErrorName)(CUresult, const char **);
+} driver_t;
+
+static driver_t cu;
+
+static const char *err_name(CUresult rc) {
+    static char buf[32];
+    const char *s = NULL;
+    if (cu.GetErrorName && cu.GetErrorName(rc, &s) == CUDA_SUCCESS && s) return s;
+    snprintf(buf, sizeof buf, "CUDA_ERROR_%d", (int)rc);
+    return buf;
+}
+
+static int load_driver(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "gpushare-probe: cannot load libcuda.so.1: %s\n", dlerror());
+        return -1;
+    }
+    struct { void **slot; const char *name; } syms[] = {
+        {(void **)&cu.Init, "cuInit"},
+        {(void **)&cu.DriverGetVersion, "cuDriverGetVersion"},
+        {(void **)&cu.DeviceGetCount, "cuDeviceGetCount"},
+        {(void **)&cu.DeviceGet, "cuDeviceGet"},
+        {(void **)&cu.DeviceGetName, "cuDeviceGetName"},
+        {(void **)&cu.DeviceTotalMem, "cuDeviceTotalMem_v2"},
+        {(void **)&cu.DeviceGetAttribute, "cuDeviceGetAttribute"},
+        {(void **)&cu.DeviceComputeCapability, "cuDeviceComputeCapability"},
+        {(void **)&cu.DeviceGetPCIBusId, "cuDeviceGetPCIBusId"},
+        {(void **)&cu.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+        {(void **)&cu.PrimaryCtxRelease, "cuDevicePrimaryCtxRelease"},
+        {(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
+        {(void **)&cu.MemGetInfo, "cuMemGetInfo_v2"},
+        {(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
+        {(void **)&cu.MemFree, "cuMemFree_v2"},
+        {(void **)&cu.GetErrorName, "cuGetErrorName"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        *syms[i].slot = dlsym(lib, syms[i].name);
+        if (!*syms[i].slot) {
+            fprintf(stderr, "gpushare-probe: libcuda.so.1 lacks %s\n", syms[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* tensorflow::strings::HumanReadableNumBytes (TF 1.x). */
+static void human_bytes(int64_t num_bytes, char *out, size_t outlen) {
+    const char *neg = num_bytes < 0 ? "-" : "";
+    if (num_bytes < 0) num_bytes = -num_bytes;
+    if (num_bytes < 1024) {
+        snprintf(out, outlen, "%s%lldB", neg, (long long)num_bytes);
+        return;
+    }
+    static const char units[] = "KMGTPE";
+    const char *unit = units;
+    while (num_bytes >= (int64_t)1024 * 1024) {
+        num_bytes /= 1024;
+        ++unit;
+    }
+    snprintf(out, outlen, *unit == 'K' ? "%s%.1f%ciB" : "%s%.2f%ciB", neg, num_bytes / 1024.0, *unit);
+}
+
+/* TF's logging prefix: "2026-12-02 10:00:00.000000: I file:line] ". */
+static void tf_prefix(FILE *f, const char *where) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+    fprintf(f, "%s.%06ld: I %s] ", ts, (long)tv.tv_usec, where);
+}
+
+static void lowercase(char *s) {
+    for (; *s; s++)
+        if (*s >= 'A' && *s <= 'Z') *s = (char)(*s - 'A' + 'a');
+}
+
+typedef struct {
+    char name[256], bus[32];
+    int major, minor, clock_khz;
+    size_t free_b, total_b, device_total;
+} card_t;
+
+static CUresult describe(int ordinal, card_t *c) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult rc;
+    if ((rc = cu.DeviceGet(&dev, ordinal)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.DeviceGetName(c->name, sizeof c->name, dev)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.DeviceComputeCapability(&c->major, &c->minor, dev)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.DeviceGetAttribute(&c->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.DeviceGetPCIBusId(c->bus, sizeof c->bus, dev)) != CUDA_SUCCESS) return rc;
+    lowercase(c->bus); /* StreamExecutor lower-cases the bus id */
+    if ((rc = cu.DeviceTotalMem(&c->device_total, dev)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.PrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.CtxSetCurrent(ctx)) == CUDA_SUCCESS) rc = cu.MemGetInfo(&c->free_b, &c->total_b);
+    cu.CtxSetCurrent(NULL);
+    cu.PrimaryCtxRelease(dev);
+    return rc;
+}
+
+static int show(int raw) {
+    int count = 0;
+    CUresult rc = cu.DeviceGetCount(&count);
+    if (rc != CUDA_SUCCESS) {
+        fprintf(stderr, "gpushare-probe: cuDeviceGetCount failed: %s\n", err_name(rc));
+        return 1;
+    }
+    for (int i = 0; i < count; i++) {
+        card_t c;
+        memset(&c, 0, sizeof c);
+        if ((rc = describe(i, &c)) != CUDA_SUCCESS) {
+            fprintf(stderr, "gpushare-probe: device %d: %s\n", i, err_name(rc));
+            return 1;
+        }
+        if (raw) {
+            printf("device=%d name=\"%s\" pci_bus_id=%s cc=%d.%d total_bytes=%zu free_bytes=%zu device_total_bytes=%zu\n", i,
+                   c.name, c.bus, c.major, c.minor, c.total_b, c.free_b, c.device_total);
+            continue;
+        }
+        char total[32], free_s[32];
+        human_bytes((int64_t)c.total_b, total, sizeof total);
+        human_bytes((int64_t)c.free_b, free_s, sizeof free_s);
+        /* TF prints one "Found device" record per card: a prefixed first line, then
+         * continuation lines without timestamps. */
+        tf_prefix(stderr, "tensorflow/core/common_runtime/gpu/gpu_device.cc:1030");
+        fprintf(stderr,
+                "Found device %d with properties: \nname: %s major: %d minor: %d memoryClockRate(GHz): %g\n"
+                "pciBusID: %s\ntotalMemory: %s freeMemory: %s\n",
+                i, c.name, c.major, c.minor, c.clock_khz / 1e6, c.bus, total, free_s);
+    }
+    fflush(stderr);
+    return 0;
+}
+
+static int allocate(int ordinal, long mib, long times, long hold_seconds) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult rc = cu.DeviceGet(&dev, ordinal);
+    if (rc == CUDA_SUCCESS) rc = cu.PrimaryCtxRetain(&ctx, dev);
+    if (rc == CUDA_SUCCESS) rc = cu.CtxSetCurrent(ctx);
+    if (rc != CUDA_SUCCESS) {
+        printf("device %d: %s\n", ordinal, err_name(rc));
+        fprintf(stderr, "gpushare-probe: cannot use device %d: %s\n", ordinal, err_name(rc));
+        return 2;
+    }
+    CUdeviceptr *ptrs = calloc((size_t)times, sizeof *ptrs);
+    if (!ptrs) return 1;
+    for (long k = 0; k < times; k++) {
+        rc = cu.MemAlloc(&ptrs[k], (size_t)mib << 20);
+        if (rc != CUDA_SUCCESS) {
+            printf("alloc %ld MiB on device %d failed: %s\n", mib, ordinal, err_name(rc));
+            fprintf(stderr, "gpushare-probe: cuMemAlloc(%ld MiB) on device %d: %s\n", mib, ordinal, err_name(rc));
+            fflush(stdout);
+            for (long j = 0; j < k; j++) cu.MemFree(ptrs[j]);
+            free(ptrs);
+            return 2;
+        }
+    }
+    size_t free_b = 0, total_b = 0;
+    cu.MemGetInfo(&free_b, &total_b);
+    printf("allocated %ld x %ld MiB on device %d (free %zu of %zu bytes)\n", times, mib, ordinal, free_b, total_b);
+    fflush(stdout);
+    if (hold_seconds > 0) {
+        struct timespec ts = {hold_seconds, 0};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
+    for (long k = 0; k < times; k++) {
+        rc = cu.MemFree(ptrs[k]);
+        if (rc != CUDA_SUCCESS) {
+            fprintf(stderr, "gpushare-probe: cuMemFree: %s\n", err_name(rc));
+            free(ptrs);
+            return 1;
+        }
+    }
+    free(ptrs);
+    cu.CtxSetCurrent(NULL);
+    cu.PrimaryCtxRelease(dev);
+    return 0;
+}
+
+static long number_arg(const char *flag, const char *value, long min) {
+    char *end;
+    errno = 0;
+    long v = value ? strtol(value, &end, 10) : 0;
+    if (!value || !*value || *end || errno || v < min) {
+        fprintf(stderr, "gpushare-probe: %s expects an integer >= %ld, got '%s'\n", flag, min, value ? value : "");
+        exit(64);
+    }
+    return v;
+}
+
+int main(int argc, char **argv) {
+    long device = -1, mib = -1, times = 1, hold = 0;
+    int raw = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--device")) { device = number_arg(a, next, 0); i++; }
+        else if (!strcmp(a, "--alloc-mib")) { mib = number_arg(a, next, 1); i++; }
+        else if (!strcmp(a, "--count")) { times = number_arg(a, next, 1); i++; }
+        else if (!strcmp(a, "--hold-seconds")) { hold = number_arg(a, next, 0); i++; }
+        else if (!strcmp(a, "--raw")) raw = 1;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: gpushare-probe [--raw] | --device I --alloc-mib N [--count K] [--hold-seconds S]\n");
+            return 0;
+        } else {
+            fprintf(stderr, "gpushare-probe: unknown argument '%s' (see --help)\n", a);
+            return 64;
+        }
+    }
+    if ((device >= 0) != (mib > 0)) {
+        fprintf(stderr, "gpushare-probe: --device and --alloc-mib go together\n");
+        return 64;
+    }
+    if (load_driver() != 0) return 1;
+    CUresult rc = cu.Init(0);
+    if (rc != CUDA_SUCCESS) {
+        printf("cuInit: %s\n", err_name(rc));
+        tf_prefix(stderr, "tensorflow/stream_executor/cuda/cuda_driver.cc:406");
+        fprintf(stderr, "failed call to cuInit: %s\n", err_name(rc));
+        return 2;
+    }
+    if (device >= 0) return allocate((int)device, mib, times, hold);
+    return show(raw);
+}
