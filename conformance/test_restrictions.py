@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.restrictions]
 
 # What a reason must mention to name the rule (any stack's wording).
 NON_INTEGER = r"N\s*/\s*M|integer|divisib|invalid replica"
-TOO_MANY_CARDS = r"gpu-count|cards?\b|gpus?\b"
-SHARE_ABOVE_CARD = r"gpu-mem|memory|GiB|cards?\b"
+TOO_MANY_CARDS = r"gpu-count|(card|gpu)s? (count|number)|not enough (card|gpu)s|exceeds the \d+ cards"
+SHARE_ABOVE_CARD = r"per card|gpu-mem|(card|gpu) memory|insufficient.*mem"
 
 
 def _expect_rejected(suite, name: str, total: int, cards: int | None, rule: str, pattern: str) -> None:

@@ -81,7 +81,7 @@ class StackProfile:
                     f"profile {self.name!r} asks memory per card in MiB: "
                     f"total_gib={total_gib} over cards={count} is not a whole MiB per card"
                 )
-            limits = {self.count_resource or "": str(count), self.memory_resource: str(total_gib * GIB_MIB // count)}
+            limits = {str(self.count_resource): str(count), self.memory_resource: str(total_gib * GIB_MIB // count)}
             return PodRequest(labels={}, limits=limits)
         labels = {}
         if cards is not None and self.count_label:
@@ -163,8 +163,8 @@ PROFILES: dict[str, StackProfile] = {
         node_resources=(_ALIYUN_MEM, _ALIYUN_COUNT),
         isolates_memory=True,
         stack_namespace="gpushare-system",
-        extender_selector="app.kubernetes.io/name=gpushare-extender",
-        device_plugin_selector="app.kubernetes.io/name=gpushare-device-plugin",
+        extender_selector="app=gpushare-extender",
+        device_plugin_selector="app=gpushare-device-plugin",
         inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),

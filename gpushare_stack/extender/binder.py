@@ -10,6 +10,7 @@ from kubernetes import client
 
 from gpushare_stack.allocation import Allocation, bind_annotations
 from gpushare_stack.extender.state import BindError, ClusterState
+from gpushare_stack.request import is_share_pod
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +32,27 @@ class Binder:
                             f"the scheduler asked to bind uid {uid}")
         return pod
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> Allocation:
+    def _create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.core.create_namespaced_binding(
+            namespace,
+            client.V1Binding(
+                metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
+                target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+            ),
+            _preload_content=False,  # the reply is a Status, which the V1Binding model cannot parse
+        )
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> Allocation | None:
+        """Bind the pod; returns its cards (None for a pod asking no gpu-mem)."""
         pod = self._pod(namespace, name, uid)
+        if not is_share_pod(pod):  # the scheduler binds every pod it sent us through us
+            self._create_binding(namespace, name, uid, node)
+            return None
         alloc = self.state.assume(pod, node)
         try:
             self.core.patch_namespaced_pod(
                 name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}})
-            self.core.create_namespaced_binding(
-                namespace,
-                client.V1Binding(
-                    metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
-                    target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-                ),
-                _preload_content=False,  # the response is a Status, which the model cannot parse
-            )
+            self._create_binding(namespace, name, uid, node)
         except Exception:
             self.state.forget(uid)
             raise

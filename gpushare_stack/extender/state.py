@@ -23,7 +23,7 @@ from gpushare_stack.allocation import (
 )
 from gpushare_stack.extender.nodes import NodeCardsError, cards_from_node
 from gpushare_stack.extender.selection import Card, Misfit
-from gpushare_stack.request import ShareRequest, ShareRequestError, share_request
+from gpushare_stack.request import ShareRequest, ShareRequestError, is_share_pod, share_request
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,9 @@ class ClusterState:
         outcome = FilterOutcome()
         names = [n if isinstance(n, str) else str((n.get("metadata") or {}).get("name", "")) for n in nodes]
         try:
+            if not is_share_pod(pod):  # not ours: the extender has no say over it
+                outcome.fits = list(names)
+                return outcome
             request = share_request(pod)
         except ShareRequestError as exc:
             outcome.unresolvable = {n: str(exc) for n in names}

@@ -94,11 +94,17 @@ static unsigned long long fnv1a(const char *s, unsigned long long h) {
     return h;
 }
 
+static unsigned long long mix64(unsigned long long z) { /* splitmix64 finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 static void derive_uuid(const inv_gpu_t *g, unsigned int index, char *out, size_t outlen) {
     char seed[INV_NAME_LEN + 16];
     snprintf(seed, sizeof seed, "%s#%u", g->name, index);
-    unsigned long long a = fnv1a(seed, 14695981039346656037ULL);
-    unsigned long long b = fnv1a(seed, a ^ 0x9e3779b97f4a7c15ULL);
+    unsigned long long a = mix64(fnv1a(seed, 14695981039346656037ULL));
+    unsigned long long b = mix64(a ^ 0x9e3779b97f4a7c15ULL);
     snprintf(out, outlen, "GPU-%08llx-%04llx-%04llx-%04llx-%012llx", a >> 32, (a >> 16) & 0xffff,
              a & 0xffff, b >> 48, b & 0xffffffffffffULL);
 }

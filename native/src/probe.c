@@ -101,15 +101,15 @@ static void human_bytes(int64_t num_bytes, char *out, size_t outlen) {
     snprintf(out, outlen, *unit == 'K' ? "%s%.1f%ciB" : "%s%.2f%ciB", neg, num_bytes / 1024.0, *unit);
 }
 
-/* TF's logging prefix: "2026-12-02 10:00:00.000000: I file:line] ". */
-static void tf_prefix(FILE *f, const char *where) {
+/* TF's logging prefix: "2026-12-02 10:00:00.000000: I file:line] " (I/W/E). */
+static void tf_prefix(FILE *f, char severity, const char *where) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;
     localtime_r(&tv.tv_sec, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
-    fprintf(f, "%s.%06ld: I %s] ", ts, (long)tv.tv_usec, where);
+    fprintf(f, "%s.%06ld: %c %s] ", ts, (long)tv.tv_usec, severity, where);
 }
 
 static void lowercase(char *s) {
@@ -165,7 +165,7 @@ static int show(int raw) {
         human_bytes((int64_t)c.free_b, free_s, sizeof free_s);
         /* TF prints one "Found device" record per card: a prefixed first line, then
          * continuation lines without timestamps. */
-        tf_prefix(stderr, "tensorflow/core/common_runtime/gpu/gpu_device.cc:1030");
+        tf_prefix(stderr, 'I', "tensorflow/core/common_runtime/gpu/gpu_device.cc:1030");
         fprintf(stderr,
                 "Found device %d with properties: \nname: %s major: %d minor: %d memoryClockRate(GHz): %g\n"
                 "pciBusID: %s\ntotalMemory: %s freeMemory: %s\n",
@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
     CUresult rc = cu.Init(0);
     if (rc != CUDA_SUCCESS) {
         printf("cuInit: %s\n", err_name(rc));
-        tf_prefix(stderr, "tensorflow/stream_executor/cuda/cuda_driver.cc:406");
+        tf_prefix(stderr, 'E', "tensorflow/stream_executor/cuda/cuda_driver.cc:406");
         fprintf(stderr, "failed call to cuInit: %s\n", err_name(rc));
         return 2;
     }

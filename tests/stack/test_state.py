@@ -187,3 +187,11 @@ def test_filter_fast_path_agrees_with_the_rules(placements, count, share):
         assert state.used("a").get(c.index, 0) <= c.total_gib
         if not c.healthy:
             assert state.used("a").get(c.index, 0) == 0
+
+
+def test_pods_without_gpu_mem_pass_the_filter_untouched():
+    state = _state(node("a", [15]), node("b", [15]))
+    plain = pod("plain", 1)
+    plain["spec"]["containers"][0]["resources"] = {}
+    outcome = state.filter(plain, ["a", "b", "ghost"])
+    assert outcome.fits == ["a", "b", "ghost"] and not outcome.failed and not outcome.unresolvable

@@ -42,7 +42,8 @@ def test_kind_scheduler_config_names_the_extender():
     extender = config["extenders"][0]
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert extender["urlPrefix"].endswith(":32766/gpushare-scheduler") and extender["bindVerb"] == "bind"
-    assert extender["managedResources"] == [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": False}]
+    assert [r["name"] for r in extender["managedResources"]] == ["aliyun.com/gpu-mem"]
+    assert config["clientConnection"]["kubeconfig"] == "/etc/kubernetes/scheduler.conf"
 
 
 def test_kind_config_mounts_the_scheduler_config(tmp_path):

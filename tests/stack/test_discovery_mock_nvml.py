@@ -1,0 +1,69 @@
+"""Discovery and health through real pynvml over the mock NVML (GPU-less mode).
+
+Runs in a subprocess: the dynamic loader reads LD_LIBRARY_PATH only at process start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NATIVE = Path(os.environ.get("GPUSHARE_NATIVE_DIR", REPO / "native" / "build"))
+MOCK_NVML = NATIVE / "lib" / "libnvidia-ml.so.1"
+
+INVENTORY = """\
+driver_version: "470.82.01"
+cuda_version: "11.4"
+gpus:
+  - name: Tesla V100-SXM2-16GB
+    memory_mib: 16160
+  - name: Tesla V100-SXM2-16GB
+    memory_mib: 16160
+  - name: Tesla T4
+    memory_mib: 15079
+"""
+
+SCRIPT = r"""
+import json, sys
+from gpushare_stack.deviceplugin.discovery import discover, node_cards_annotation
+from gpushare_stack.deviceplugin.plugin import DevicePlugin
+
+inventory = sys.argv[1]
+plugin = DevicePlugin("node-1", discover, kube=None, socket_dir="/nonexistent")
+before = [(d.id, d.health) for d in plugin.mem._devices()]
+annotation = node_cards_annotation(plugin.cards, plugin.healthy)
+text = open(inventory).read()
+open(inventory, "w").write(text[: text.index("  - name: Tesla T4")])  # the T4 is gone
+changed = plugin.poll_health()
+after = [(d.id, d.health) for d in plugin.mem._devices()]
+counts = [(d.id, d.health) for d in plugin.count._devices()]
+print(json.dumps({"before": before, "after": after, "counts": counts, "changed": changed,
+                  "annotation": json.loads(annotation)}))
+"""
+
+
+@pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
+def test_cards_from_mock_nvml_and_lost_card_turns_unhealthy(tmp_path):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(INVENTORY)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(MOCK_NVML.parent), "GPUSHARE_MOCK_INVENTORY": str(inventory)}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(inventory)], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    cards = result["annotation"]
+    assert [(c["index"], c["memory_mib"], c["memory_gib"], c["healthy"]) for c in cards] == [
+        (0, 16160, 15, True), (1, 16160, 15, True), (2, 15079, 14, True)]
+    assert len({c["uuid"] for c in cards}) == 3 and all(c["uuid"].startswith("GPU-") for c in cards)
+    assert len(result["before"]) == 15 + 15 + 14
+    assert {h for _, h in result["before"]} == {"Healthy"}
+    assert result["changed"] is True
+    t4 = cards[2]["uuid"]
+    assert {i for i, h in result["after"] if h == "Unhealthy"} == {f"{t4}-_-{k}" for k in range(14)}
+    assert dict(result["counts"])[t4] == "Unhealthy"
