@@ -125,6 +125,9 @@ def _app_layer(out_dir: Path, native_build: Path, progress: Progress) -> Path:
             wrapper = bin_dir / command
             wrapper.write_text(f'#!/bin/sh\nexec python3 -m {module} "$@"\n')
             wrapper.chmod(0o755)
+        # The seed's command says `python`; Debian names it python3 (python-is-python3).
+        (root / "usr" / "bin").mkdir(parents=True)
+        (root / "usr" / "bin" / "python").symlink_to("python3")
         script = root / WORKLOAD_SCRIPT
         script.parent.mkdir(parents=True)
         shutil.copy2(REPO / "ci" / "images" / "workload" / "main.py", script)

@@ -8,6 +8,7 @@ from typing import Any
 from kubernetes import client
 
 from gpushare_stack import contract
+from gpushare_stack.kubeclient import MERGE_PATCH
 
 
 class KubeAccess:
@@ -23,7 +24,8 @@ class KubeAccess:
 
     def mark_assigned(self, namespace: str, name: str) -> None:
         self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
-            contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}}})
+            contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}}},
+            _content_type=MERGE_PATCH)
 
     def annotate_node(self, node: str, key: str, value: str) -> None:
-        self.core.patch_node(node, {"metadata": {"annotations": {key: value}}})
+        self.core.patch_node(node, {"metadata": {"annotations": {key: value}}}, _content_type=MERGE_PATCH)

@@ -9,6 +9,7 @@ from typing import Any
 from kubernetes import client
 
 from gpushare_stack.allocation import Allocation, bind_annotations
+from gpushare_stack.kubeclient import MERGE_PATCH
 from gpushare_stack.extender.state import BindError, ClusterState
 from gpushare_stack.request import is_share_pod
 
@@ -33,7 +34,9 @@ class Binder:
         return pod
 
     def _create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
-        self.core.create_namespaced_binding(
+        # POST pods/<name>/binding, as kube-scheduler does: RBAC grants only pods/binding.
+        self.core.create_namespaced_pod_binding(
+            name,
             namespace,
             client.V1Binding(
                 metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
@@ -51,7 +54,8 @@ class Binder:
         alloc = self.state.assume(pod, node)
         try:
             self.core.patch_namespaced_pod(
-                name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}})
+                name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}},
+                _content_type=MERGE_PATCH)
             self._create_binding(namespace, name, uid, node)
         except Exception:
             self.state.forget(uid)

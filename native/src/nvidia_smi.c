@@ -70,7 +70,7 @@ typedef struct {
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     nvmlPciInfo_t pci;
     nvmlMemory_t mem;
-    char persistence[8], disp[8], fan[8], temp[8], perf[8], pwr[8], cap[8], ecc[8], util[8], compute[16], mig[16];
+    char persistence[8], disp[8], fan[16], temp[16], perf[16], pwr[16], cap[16], ecc[24], util[16], compute[16], mig[16];
 } gpu_view_t;
 
 static nvmlReturn_t collect(unsigned int i, gpu_view_t *g) {
@@ -167,7 +167,7 @@ static int print_table(void) {
     for (unsigned int i = 0; i < count; i++) {
         gpu_view_t g;
         if ((rc = collect(i, &g)) != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
-        char name[64], used[32], total[32];
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE + 4], used[32], total[32];
         name_cell(L, g.name, name, sizeof name);
         snprintf(used, sizeof used, "%llu", g.mem.used >> 20);
         snprintf(total, sizeof total, "%llu", g.mem.total >> 20);

@@ -28,7 +28,11 @@
 typedef void *(*dlsym_fn_t)(void *, const char *);
 HIDDEN dlsym_fn_t gpushare_real_dlsym;
 
-static void resolve_real_dlsym(void) {
+/* Runs inside dlsym, which sanitizer runtimes call before they are set up: no
+ * instrumentation here, and no intercepted libc calls on the early path. */
+#define EARLY_SAFE __attribute__((no_sanitize_address, noinline))
+
+EARLY_SAFE static void resolve_real_dlsym(void) {
     if (__atomic_load_n(&gpushare_real_dlsym, __ATOMIC_ACQUIRE)) return;
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
     void *p = NULL;
@@ -125,11 +129,19 @@ static inline shim_mode_t mode(void) { return shim_config()->mode; }
 
 /* Decide whether a dlsym() lookup gets one of our hooks; NULL means "let the C
  * library answer".  Called by the dlsym entry below before anything else. */
-HIDDEN void *gpushare_dlsym_hook(void *handle, const char *name) {
+static void *hooked_symbol(const char *name);
+
+EARLY_SAFE HIDDEN void *gpushare_dlsym_hook(void *handle, const char *name) {
     (void)handle;
     resolve_real_dlsym();
-    if (!name || (name[0] != 'c' && name[0] != 'n')) return NULL;
-    if (strncmp(name, "cu", 2) != 0 && strncmp(name, "nvml", 4) != 0) return NULL;
+    if (!name || name[0] == '\0') return NULL;
+    int cuda = name[0] == 'c' && name[1] == 'u';
+    int nvml = name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l';
+    if (!cuda && !nvml) return NULL;
+    return hooked_symbol(name);
+}
+
+static void *hooked_symbol(const char *name) {
     if (mode() == SHIM_PASSTHROUGH) return NULL;
     if (name[1] == 'u') {
         for (int i = 0; i < H_CUDA_COUNT; i++)

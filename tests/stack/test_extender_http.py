@@ -131,3 +131,31 @@ def test_unsynced_cache_refuses_filter(extender):
     _, result = call(port, "POST", f"{PREFIX}/filter", {"Pod": pod("p", 4), "NodeNames": ["gpu-a"]})
     assert result["Error"] == "gpushare: extender cache not synced yet"
     assert call(port, "GET", "/healthz")[0] == 503
+
+
+class _RefusingBinder:
+    """Stands in for the API-backed Binder: the state refuses, as on a full node."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+
+    def bind(self, namespace, name, uid, node):
+        return self.state.assume(pod(name, 64, count=2, namespace=namespace, uid=uid), node)
+
+
+def test_bind_failure_is_reported_in_binding_result():
+    state = ClusterState()
+    state.replace_nodes([node("gpu-a", [15, 15])])
+    state.synced.set()
+    server = ExtenderServer(("127.0.0.1", 0), state, binder=_RefusingBinder(state))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        status, result = call(server.server_address[1], "POST", f"{PREFIX}/bind",
+                              {"PodName": "big", "PodNamespace": "ns", "PodUID": "u-1", "Node": "gpu-a"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 200
+    assert result == {"Error": "gpushare: 32 GiB per card on 2 cards exceeds node gpu-a: "
+                               "only 0 of its cards have 32 GiB in total"}
+    assert state.used("gpu-a") == {}

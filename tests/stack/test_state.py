@@ -195,3 +195,12 @@ def test_pods_without_gpu_mem_pass_the_filter_untouched():
     plain["spec"]["containers"][0]["resources"] = {}
     outcome = state.filter(plain, ["a", "b", "ghost"])
     assert outcome.fits == ["a", "b", "ghost"] and not outcome.failed and not outcome.unresolvable
+
+
+def test_malformed_allocation_annotation_is_kept_out_of_usage():
+    state = _state(node("a", [15]))
+    broken = pod("broken", 4, node="a", annotations={contract.ANN_IDX: "0", contract.ANN_POD: "four"})
+    state.upsert_pod(broken)
+    assert state.used("a") == {}
+    with pytest.raises(Exception, match=r"ALIYUN_COM_GPU_MEM_POD of pod default/broken must be an integer, got 'four'"):
+        allocation_from_pod(broken)

@@ -1,0 +1,71 @@
+"""Fixtures for the native GPU layer: the build, the seed inventory, the sandbox env.
+
+Every check runs the C code in a subprocess: the dynamic loader reads LD_LIBRARY_PATH
+and LD_PRELOAD only when a process starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpushare_conformance import native
+from gpushare_conformance.sandbox import sandbox_env
+
+SEED_INVENTORY = """\
+driver_version: "470.82.01"
+cuda_version: "11.4"
+gpus:
+  - name: Tesla V100-SXM2-16GB
+    memory_mib: 16160
+    pci_bus_id: 00000000:00:08.0
+  - name: Tesla V100-SXM2-16GB
+    memory_mib: 16160
+    pci_bus_id: 00000000:00:09.0
+  - name: Tesla V100-SXM2-16GB   # the seed's second card
+    memory_mib: 16160
+    pci_bus_id: 00000000:00:0A.0
+"""
+
+PYTHON = sys.executable
+
+
+@pytest.fixture(scope="session")
+def native_root() -> Path:
+    return native.ensure_built()
+
+
+@pytest.fixture
+def seed_inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(SEED_INVENTORY)
+    return path
+
+
+@pytest.fixture
+def seed_env(seed_inventory: Path, native_root: Path, tmp_path: Path) -> dict[str, str]:
+    """The seed's container: cards 1 and 2, 4 GiB each, shim on."""
+    return sandbox_env(seed_inventory, [1, 2], 4096, base_env=os.environ, usage_file=tmp_path / "usage",
+                       native_root=native_root)
+
+
+@pytest.fixture
+def bare_env(seed_inventory: Path, native_root: Path) -> dict[str, str]:
+    """The same container without the shim (negative control)."""
+    return sandbox_env(seed_inventory, [1, 2], 4096, isolation=False, base_env=os.environ, native_root=native_root)
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def tool(root: Path, name: str) -> str:
+    for sub in ("bin", "tests"):
+        candidate = root / sub / name
+        if candidate.exists():
+            return str(candidate)
+    raise FileNotFoundError(name)

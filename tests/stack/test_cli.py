@@ -1,0 +1,34 @@
+"""Both entry points document every option and refuse bad input by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpushare_stack.deviceplugin import __main__ as plugin_main
+from gpushare_stack.extender import __main__ as extender_main
+
+
+@pytest.mark.parametrize("parser", [plugin_main.build_parser(), extender_main.build_parser()])
+def test_every_option_has_help(parser):
+    for action in parser._actions:
+        assert action.help, f"{action.option_strings} has no help"
+
+
+def test_device_plugin_needs_a_node_name(monkeypatch, capsys):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    with pytest.raises(SystemExit) as info:
+        plugin_main.main(["--health-interval", "5"])
+    assert info.value.code == 2
+    assert "--node-name is required (or set env NODE_NAME" in capsys.readouterr().err
+
+
+def test_device_plugin_mock_mode_checks_its_paths(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        plugin_main.main(["--node-name", "n", "--mock-inventory", str(tmp_path / "missing.yaml")])
+    assert f"mock mode needs {tmp_path / 'missing.yaml'}, which does not exist" in capsys.readouterr().err
+
+
+def test_extender_refuses_unknown_policy(capsys):
+    with pytest.raises(SystemExit):
+        extender_main.build_parser().parse_args(["--policy", "random"])
+    assert "invalid choice: 'random'" in capsys.readouterr().err
