@@ -30,8 +30,9 @@ ALL_IMAGES = (STACK_IMAGE, WORKLOAD_IMAGE, PAUSE_IMAGE)
 IMAGE_REQUIREMENTS = (
     "kubernetes>=31",
     "PyYAML>=6",
-    "grpcio>=1.60",
-    "protobuf>=4.25",
+    # Same floors as pyproject.toml: the generated stubs check the protobuf runtime.
+    "grpcio>=1.85.1",
+    "protobuf>=7.35.1,<8",
     "nvidia-ml-py>=12.535",
     "numpy>=1.26",
     "scikit-learn>=1.4",
