@@ -212,7 +212,7 @@ static int list_gpus(void) {
     nvmlReturn_t rc = nvmlDeviceGetCount_v2(&count);
     if (rc != NVML_SUCCESS) return fail_nvml("Failed to get device count", rc);
     if (count == 0) {
-        printf("No devices found.\n");
+        printf("No devices were found\n");
         return RC_QUERY_FAILED;
     }
     for (unsigned int i = 0; i < count; i++) {
