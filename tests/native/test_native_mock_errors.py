@@ -173,7 +173,7 @@ def test_nvidia_visible_devices(seed_env, native_root, visible, count):
     env = dict(seed_env, NVIDIA_VISIBLE_DEVICES=visible)
     env.pop("LD_PRELOAD")
     out = run([tool(native_root, "nvidia-smi"), "-L"], env).stdout
-    assert out.count("GPU ") == count or (count == 0 and out.strip() == "No devices found.")
+    assert out.count("GPU ") == count or (count == 0 and out.strip() == "No devices were found")
 
 
 def test_nvidia_visible_devices_by_uuid_keeps_listed_order(seed_env, native_root):
