@@ -68,11 +68,12 @@ def is_share_pod(pod: Mapping[str, Any]) -> bool:
     return any(container_gib(c) > 0 for c in containers)
 
 
-def share_request(pod: Mapping[str, Any]) -> ShareRequest:
+def share_request(pod: Mapping[str, Any], *, integer_rule: bool = True) -> ShareRequest:
     """Read and check a pod's request (API JSON form, camelCase keys).
 
     Rules: gpu-count label is an integer >= 1; every container's gpu-mem is divisible
     by the count (each card gives the same share); the pod asks for some gpu-mem.
+    ``integer_rule=False`` only serves the ``ignore-integer-rule`` fault (``faults.py``).
     """
     labels = (pod.get("metadata") or {}).get("labels") or {}
     raw_count = labels.get(contract.LABEL_COUNT, "1")
@@ -85,7 +86,7 @@ def share_request(pod: Mapping[str, Any]) -> ShareRequest:
         gib = container_gib(container)
         if gib == 0:
             continue
-        if gib % count:
+        if gib % count and integer_rule:
             raise ShareRequestError(
                 f"gpushare: N/M must be an integer: {contract.RESOURCE_MEM}={gib}, "
                 f"{contract.RESOURCE_COUNT}={count} gives {gib / count:.2f} GiB per card"

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from gpushare_stack import contract, kubeclient
+from gpushare_stack import contract, faults, kubeclient
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
 from gpushare_stack.deviceplugin.environment import MockPaths
 from gpushare_stack.deviceplugin.kube import KubeAccess
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how often NVML is polled for cards that disappeared (default: %(default)s)")
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file; default: the in-cluster service account")
+    parser.add_argument("--fault", choices=faults.DEVICE_PLUGIN_FAULTS, default=None, help=faults.DEVICE_PLUGIN_HELP)
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="(default: %(default)s)")
     return parser
@@ -56,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
             if not os.path.exists(path):
                 parser.error(f"mock mode needs {path}, which does not exist")
         mock = MockPaths(inventory=args.mock_inventory)
+    faults.warn_fault(logging.getLogger(__name__), "gpushare-device-plugin", args.fault)
     try:
         plugin = DevicePlugin(
             node=args.node_name, discover=discover, kube=KubeAccess(kubeclient.load(args.kubeconfig)),
             socket_dir=args.kubelet_socket_dir, native_host_dir=args.native_host_dir, mock=mock,
-            health_interval_s=args.health_interval,
+            health_interval_s=args.health_interval, fault=args.fault,
         )
     except DiscoveryError as exc:
         print(exc, file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from gpushare_stack import contract
 
@@ -23,28 +24,32 @@ class MockPaths:
 
 def container_environment(
     cards: tuple[int, ...],
-    per_card_gib: int,
+    per_card_gib: int | Sequence[int],
     pod_total_gib: int,
     card_gib: int,
     native_host_dir: str = contract.HOST_NATIVE_DIR,
     mock: MockPaths | None = None,
 ) -> tuple[dict[str, str], list[HostMount]]:
     """Env and mounts for a container holding ``per_card_gib`` on each of ``cards``
-    (physical indices; the container sees them as 0..M-1 in this order). ``card_gib``
-    is the card size for ALIYUN_COM_GPU_MEM_DEV."""
+    (physical indices; the container sees them as 0..M-1 in this order): one figure for
+    every card, or one per card as the allocation annotation gives them.
+    ``card_gib`` is the card size for ALIYUN_COM_GPU_MEM_DEV."""
     if not cards:
         raise ValueError("gpushare: a container needs at least one card")
+    shares = [per_card_gib] * len(cards) if isinstance(per_card_gib, int) else list(per_card_gib)
+    if len(shares) != len(cards):
+        raise ValueError(f"gpushare: per_card_gib has {len(shares)} figures {shares} for {len(cards)} cards {cards}")
     indices = ",".join(str(i) for i in cards)
     env = {
         contract.ENV_VISIBLE: indices,
         contract.ENV_IDX: indices,
         contract.ENV_POD: str(pod_total_gib),
-        contract.ENV_CONTAINER: str(per_card_gib),
+        contract.ENV_CONTAINER: str(shares[0]),
         contract.ENV_DEV: str(card_gib),
         contract.ENV_LD_PRELOAD: contract.SHIM_PATH,
     }
-    for i in range(len(cards)):
-        env[f"{contract.ENV_LIMIT_PREFIX}{i}"] = f"{per_card_gib}GiB"
+    for i, share in enumerate(shares):
+        env[f"{contract.ENV_LIMIT_PREFIX}{i}"] = f"{share}GiB"
     native = native_host_dir.rstrip("/")
     mounts = [HostMount(contract.CONTAINER_NATIVE_DIR, native)]
     if mock is not None:

@@ -30,9 +30,10 @@ class Match:
     container_index: int
     container_name: str
     cards: tuple[int, ...]          # physical card indices, in container order
-    per_card_gib: int               # this container's share of each card
+    per_card_gib: int               # this container's share of its first card (ALIYUN_COM_GPU_MEM_CONTAINER)
     pod_total_gib: int              # the pod's total (ALIYUN_COM_GPU_MEM_POD)
     pod_done: bool                  # every gpu-mem container of the pod now allocated
+    shares_gib: tuple[int, ...] = ()  # this container's GiB on each of ``cards``, same order
 
 
 def _assume_time(ann: Mapping[str, str]) -> int | None:
@@ -40,8 +41,13 @@ def _assume_time(ann: Mapping[str, str]) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def _container_cards(pod: Mapping[str, Any], index: int, gib: int) -> tuple[tuple[int, ...], int]:
-    """Cards and per-card GiB of container ``index`` from the pod's annotations."""
+def _container_cards(pod: Mapping[str, Any], index: int, gib: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Cards of container ``index`` and its GiB on each, from the pod's annotations.
+
+    ACK's allocation annotation carries GiB per card, and the limits follow it as
+    written (they must add up to the container's gpu-mem): the device plugin does not
+    re-derive N/M, so a scheduler that splits unevenly is seen in the container.
+    """
     alloc = allocation_from_pod(pod)
     if alloc is None:
         raise AllocationAnnotationError("no allocation annotations")
@@ -51,16 +57,17 @@ def _container_cards(pod: Mapping[str, Any], index: int, gib: int) -> tuple[tupl
         if not cards:
             raise AllocationAnnotationError(
                 f"{contract.ANN_ACK_ALLOCATION} has no entry for container {index}")
-        if sum(cards.values()) != gib or len(set(cards.values())) != 1:
+        if sum(cards.values()) != gib or min(cards.values()) < 0:
             raise AllocationAnnotationError(
                 f"{contract.ANN_ACK_ALLOCATION} gives container {index} {dict(cards)}, "
-                f"which is not an even split of its {contract.RESOURCE_MEM}={gib}")
-        return tuple(sorted(cards)), next(iter(cards.values()))
+                f"which does not add up to its {contract.RESOURCE_MEM}={gib}")
+        order = tuple(sorted(cards))
+        return order, tuple(cards[i] for i in order)
     cards = alloc.cards
     if gib % len(cards):
         raise AllocationAnnotationError(
             f"{contract.RESOURCE_MEM}={gib} does not split over {contract.ANN_IDX}={','.join(map(str, cards))}")
-    return cards, gib // len(cards)
+    return cards, (gib // len(cards),) * len(cards)
 
 
 def match_allocation(
@@ -104,7 +111,7 @@ def match_allocation(
     for assume, namespace, name, pod, index, wanted in candidates:
         container = wanted[[i for i, _ in wanted].index(index)][1]
         try:
-            cards, per_card = _container_cards(pod, index, requested_gib)
+            cards, shares = _container_cards(pod, index, requested_gib)
             total = int(pod["metadata"]["annotations"].get(contract.ANN_POD, "0"))
         except (AllocationAnnotationError, ValueError) as exc:
             skipped.append(f"{namespace}/{name}: {exc}")
@@ -113,8 +120,8 @@ def match_allocation(
         done = set(progress.get(uid, set())) | {index}
         return Match(
             namespace=namespace, name=name, uid=uid, container_index=index,
-            container_name=str(container.get("name", "")), cards=cards, per_card_gib=per_card,
-            pod_total_gib=total, pod_done=all(i in done for i, _ in wanted),
+            container_name=str(container.get("name", "")), cards=cards, per_card_gib=shares[0],
+            pod_total_gib=total, pod_done=all(i in done for i, _ in wanted), shares_gib=shares,
         )
     detail = f"; skipped: {'; '.join(skipped)}" if skipped else ""
     raise AllocationMatchError(

@@ -9,13 +9,13 @@ from typing import Any, Callable, Protocol
 
 import grpc
 
-from gpushare_stack import contract
+from gpushare_stack import contract, faults
 from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import devices
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard, node_cards_annotation
-from gpushare_stack.deviceplugin.environment import MockPaths, container_environment
+from gpushare_stack.deviceplugin.environment import HostMount, MockPaths, container_environment
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
-from gpushare_stack.deviceplugin.matching import AllocationMatchError, match_allocation
+from gpushare_stack.deviceplugin.matching import AllocationMatchError, Match, match_allocation
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,11 @@ class DevicePlugin:
         mock: MockPaths | None = None,
         health_interval_s: float = 10.0,
         kubelet_check_s: float = 1.0,
+        fault: str | None = None,
     ) -> None:
+        if fault is not None and fault not in faults.DEVICE_PLUGIN_FAULTS:
+            raise ValueError(f"gpushare: --fault must be one of {faults.DEVICE_PLUGIN_FAULTS}, got {fault!r}")
+        self.fault = fault  # faults.py: only for proving the suite catches a broken stack
         self.node = node
         self._discover = discover
         self.kube = kube
@@ -117,6 +121,17 @@ class DevicePlugin:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                               f"gpushare: device ID {device_id!r} names no card of node {self.node}")
 
+    def allocation_environment(self, match: Match) -> tuple[dict[str, str], list[HostMount]]:
+        """Env and mounts for the matched container: its cards and per-card limits."""
+        card = next(c for c in self.cards if c.index == match.cards[0])
+        env, mounts = container_environment(
+            match.cards, match.shares_gib or match.per_card_gib, match.pod_total_gib,
+            card_gib=card.memory_gib, native_host_dir=self.native_host_dir, mock=self.mock,
+        )
+        if self.fault == faults.NO_ISOLATION:
+            env = faults.without_isolation(env)
+        return env, mounts
+
     def allocate_mem(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
         responses = []
         for creq in request.container_requests:
@@ -145,13 +160,9 @@ class DevicePlugin:
             except Exception as exc:  # API server errors
                 log.error("Allocate: %s", exc)
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"gpushare: Allocate failed: {exc}")
-            env, mounts = container_environment(
-                match.cards, match.per_card_gib, match.pod_total_gib,
-                card_gib=by_index[match.cards[0]].memory_gib,
-                native_host_dir=self.native_host_dir, mock=self.mock,
-            )
-            log.info("Allocate %s/%s container %s: cards %s, %d GiB each", match.namespace, match.name,
-                     match.container_name, match.cards, match.per_card_gib)
+            env, mounts = self.allocation_environment(match)
+            log.info("Allocate %s/%s container %s: cards %s, GiB per card %s", match.namespace, match.name,
+                     match.container_name, match.cards, list(match.shares_gib or (match.per_card_gib,)))
             responses.append(api_pb2.ContainerAllocateResponse(
                 envs=env,
                 mounts=[api_pb2.Mount(container_path=m.container_path, host_path=m.host_path,

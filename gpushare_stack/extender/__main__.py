@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from gpushare_stack import contract, kubeclient
+from gpushare_stack import contract, faults, kubeclient
 from gpushare_stack.extender import selection
 from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.informer import Informer
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="kubeconfig file; default: the in-cluster service account")
     parser.add_argument("--watch-timeout", type=int, default=300,
                         help="seconds before a watch is re-opened (default: %(default)s)")
+    parser.add_argument("--fault", choices=faults.EXTENDER_FAULTS, default=None, help=faults.EXTENDER_HELP)
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)")
     return parser
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    state = ClusterState(policy=args.policy)
+    faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
+    state = ClusterState(policy=args.policy, fault=args.fault)
     api = kubeclient.load(args.kubeconfig)
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=args.prefix)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from gpushare_stack import faults
 from gpushare_stack.extender import selection
 from gpushare_stack.allocation import (
     Allocation,
@@ -55,10 +56,16 @@ def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
 class ClusterState:
     """Cards per node, allocations per pod, and the usage they add up to."""
 
-    def __init__(self, policy: str = selection.BINPACK, clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(self, policy: str = selection.BINPACK, clock: Callable[[], int] = time.time_ns,
+                 fault: str | None = None) -> None:
         if policy not in selection.POLICIES:
             raise ValueError(f"gpushare: --policy must be one of {selection.POLICIES}, got {policy!r}")
+        if fault is not None and fault not in faults.EXTENDER_FAULTS:
+            raise ValueError(f"gpushare: --fault must be one of {faults.EXTENDER_FAULTS}, got {fault!r}")
         self.policy = policy
+        self.fault = fault  # faults.py: only for proving the suite catches a broken stack
+        self._share_request = (faults.ignore_integer_rule if fault == faults.IGNORE_INTEGER_RULE
+                               else share_request)
         self._clock = clock
         self._lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}
@@ -211,7 +218,7 @@ class ClusterState:
             if not is_share_pod(pod):  # not ours: the extender has no say over it
                 outcome.fits = list(names)
                 return outcome
-            request = share_request(pod)
+            request = self._share_request(pod)
         except ShareRequestError as exc:
             outcome.unresolvable = {n: str(exc) for n in names}
             return outcome
@@ -243,7 +250,7 @@ class ClusterState:
 
     def prioritize(self, pod: Mapping[str, Any], names: Sequence[str]) -> list[tuple[str, int]]:
         try:
-            request = share_request(pod)
+            request = self._share_request(pod)
         except ShareRequestError:
             return [(n, 0) for n in names]
         with self._lock:
@@ -258,7 +265,7 @@ class ClusterState:
     # ---- binding -------------------------------------------------------------
     def assume(self, pod: Mapping[str, Any], node: str) -> Allocation:
         """Pick cards on ``node`` for ``pod`` and reserve them (before any API call)."""
-        request = share_request(pod)  # ShareRequestError is a ValueError; caller reports it
+        request = self._share_request(pod)  # ShareRequestError is a ValueError; caller reports it
         meta = pod.get("metadata") or {}
         uid = str(meta.get("uid", ""))
         with self._lock:
@@ -274,12 +281,13 @@ class ClusterState:
                 cards, self._used.get(node, {}), request.count, request.per_card_gib, self.policy)
             if chosen is None:  # misfit() said it fits; guard the invariant anyway
                 raise BindError(f"gpushare: no {request.count} cards with {request.per_card_gib} GiB free on {node}")
+            containers = {c.index: {i: request.container_per_card(c) for i in chosen}
+                          for c in request.containers}
+            if self.fault == faults.UNEVEN_SPLIT:
+                containers = {c: faults.uneven_split(cards) for c, cards in containers.items()}
             alloc = Allocation(
                 uid=uid, namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-                node=node,
-                containers={c.index: {i: request.container_per_card(c) for i in chosen}
-                            for c in request.containers},
-                assume_time_ns=self._clock(),
+                node=node, containers=containers, assume_time_ns=self._clock(),
             )
             self._hold(alloc)
             return alloc

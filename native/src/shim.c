@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,8 +275,13 @@ static void build_device_map(void) {
     }
 }
 
+static int g_map_ready;
+
 static int card_of(CUdevice dev) {
-    pthread_once(&g_map_once, build_device_map);
+    if (UNLIKELY(!__atomic_load_n(&g_map_ready, __ATOMIC_ACQUIRE))) {
+        pthread_once(&g_map_once, build_device_map);
+        __atomic_store_n(&g_map_ready, 1, __ATOMIC_RELEASE);
+    }
     if (dev < 0 || dev >= SHIM_MAX_DEVICES) return -1;
     return g_card_of[dev];
 }
@@ -289,110 +295,189 @@ static void report_unmapped(CUdevice dev) {
             (int)dev);
 }
 
-/* ---- per-process allocation table: pointer -> (card, bytes) ----------------------- */
+/* ---- CUDA-side state, settled on the first CUDA call ----------------------------- */
+
+static int g_cuda_ready;       /* g_mode, g_limit and g_real_cuda are set */
+static shim_mode_t g_mode;
+static uint64_t g_limit[SHIM_MAX_DEVICES];
+
+static __attribute__((noinline)) void cuda_init(void) {
+    const shim_config_t *cfg = shim_config();
+    pthread_once(&g_cuda_once, load_cuda);
+    memcpy(g_limit, cfg->limit, sizeof g_limit);
+    g_mode = cfg->mode;
+    __atomic_store_n(&g_cuda_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* The mode, with the real CUDA entry points loaded: a load and a test once settled. */
+static inline shim_mode_t cuda_mode(void) {
+    if (UNLIKELY(!__atomic_load_n(&g_cuda_ready, __ATOMIC_ACQUIRE))) cuda_init();
+    return g_mode;
+}
+
+/* ---- per-process allocation table: pointer -> (card, bytes) -----------------------
+ * Open addressing with linear probing and backward-shift deletion (no tombstones, so
+ * probes stay short however many allocations come and go).  While the process has a
+ * single thread no lock is needed; otherwise a spin lock guards a few dozen
+ * instructions (the table never calls into the driver). */
 
 typedef struct {
-    CUdeviceptr ptr; /* 0 empty, 1 tombstone */
-    uint64_t bytes;
-    int card;
+    CUdeviceptr ptr; /* 0 = empty */
+    uint64_t packed; /* bytes << 6 | card */
 } tracked_t;
+#define PACK_CARD_BITS 6
+#define PACK_MAX_BYTES (UINT64_MAX >> PACK_CARD_BITS)
 
-static pthread_mutex_t g_table_lock = PTHREAD_MUTEX_INITIALIZER;
-static tracked_t *g_table;
-static size_t g_table_cap, g_table_used; /* used counts live + tombstones */
+static tracked_t g_table_none[1]; /* an empty one-slot table until the first insert */
+static tracked_t *g_table = g_table_none;
+static size_t g_table_mask;  /* capacity - 1 */
+static unsigned g_table_shift = 64; /* 64 - log2(capacity) */
+static size_t g_table_count;
+static int g_table_lock;
 
-static size_t slot_hash(CUdeviceptr p) { return (size_t)((p >> 9) * 0x9E3779B97F4A7C15ULL); }
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
 
-static void table_put_locked(CUdeviceptr p, uint64_t bytes, int card);
+static inline int local_lock(void) {
+    if (LIKELY(__libc_single_threaded)) return 0;
+    while (__atomic_exchange_n(&g_table_lock, 1, __ATOMIC_ACQUIRE)) {
+        for (int spins = 0; __atomic_load_n(&g_table_lock, __ATOMIC_RELAXED); spins++) {
+            if (spins < 100) cpu_relax();
+            else sched_yield();
+        }
+    }
+    return 1;
+}
 
-static int table_grow_locked(void) {
-    size_t cap = g_table_cap ? g_table_cap * 2 : 1024;
+static inline void local_unlock(int locked) {
+    if (locked) __atomic_store_n(&g_table_lock, 0, __ATOMIC_RELEASE);
+}
+
+static inline size_t home_of(CUdeviceptr p) {
+    return g_table_shift >= 64 ? 0 : (size_t)((p * 0x9E3779B97F4A7C15ULL) >> g_table_shift);
+}
+
+static void table_insert(CUdeviceptr p, uint64_t packed) {
+    size_t i = home_of(p);
+    while (g_table[i].ptr) i = (i + 1) & g_table_mask;
+    g_table[i] = (tracked_t){p, packed};
+    g_table_count++;
+}
+
+static __attribute__((noinline)) int table_grow(void) {
+    size_t old_cap = g_table == g_table_none ? 0 : g_table_mask + 1;
+    size_t cap = old_cap ? old_cap * 2 : 1024;
     tracked_t *old = g_table, *fresh = calloc(cap, sizeof *fresh);
-    size_t old_cap = g_table_cap;
     if (!fresh) return -1;
     g_table = fresh;
-    g_table_cap = cap;
-    g_table_used = 0;
+    g_table_mask = cap - 1;
+    g_table_shift = 64 - (unsigned)__builtin_ctzll(cap);
+    g_table_count = 0;
     for (size_t i = 0; i < old_cap; i++)
-        if (old[i].ptr > 1) table_put_locked(old[i].ptr, old[i].bytes, old[i].card);
-    free(old);
+        if (old[i].ptr) table_insert(old[i].ptr, old[i].packed);
+    if (old != g_table_none) free(old);
     return 0;
 }
 
-static void table_put_locked(CUdeviceptr p, uint64_t bytes, int card) {
-    size_t mask = g_table_cap - 1;
-    size_t i = slot_hash(p) & mask;
-    while (g_table[i].ptr > 1) i = (i + 1) & mask;
-    if (g_table[i].ptr == 0) g_table_used++;
-    g_table[i] = (tracked_t){p, bytes, card};
+/* Caller holds the local lock. */
+static inline int table_put_locked(CUdeviceptr p, uint64_t bytes, int card) {
+    if (UNLIKELY(bytes > PACK_MAX_BYTES || p == 0)) return -1;
+    if (UNLIKELY((g_table_count + 1) * 2 > g_table_mask + 1) && table_grow() != 0) return -1;
+    table_insert(p, bytes << PACK_CARD_BITS | (uint64_t)card);
+    return 0;
+}
+
+/* Remove p; 1 and its packed value when it was tracked.  Caller holds the local lock. */
+static inline int table_take_locked(CUdeviceptr p, uint64_t *packed) {
+    if (UNLIKELY(p == 0)) return 0;
+    size_t mask = g_table_mask, i = home_of(p);
+    for (;;) {
+        CUdeviceptr k = g_table[i].ptr;
+        if (k == p) break;
+        if (k == 0) return 0;
+        i = (i + 1) & mask;
+    }
+    *packed = g_table[i].packed;
+    /* Backward shift: pull later entries of the run into the hole when their home
+     * slot does not lie cyclically between the hole and where they sit. */
+    for (size_t j = i;;) {
+        j = (j + 1) & mask;
+        CUdeviceptr k = g_table[j].ptr;
+        if (!k) break;
+        if (((j - home_of(k)) & mask) >= ((j - i) & mask)) {
+            g_table[i] = g_table[j];
+            i = j;
+        }
+    }
+    g_table[i].ptr = 0;
+    g_table_count--;
+    return 1;
 }
 
 static int table_put(CUdeviceptr p, uint64_t bytes, int card) {
-    pthread_mutex_lock(&g_table_lock);
-    int rc = 0;
-    if ((g_table_used + 1) * 2 > g_table_cap) rc = table_grow_locked();
-    if (rc == 0) table_put_locked(p, bytes, card);
-    pthread_mutex_unlock(&g_table_lock);
+    int locked = local_lock();
+    int rc = table_put_locked(p, bytes, card);
+    local_unlock(locked);
     return rc;
 }
 
-/* Remove p; 1 and its record when it was tracked. */
-static int table_take(CUdeviceptr p, tracked_t *out) {
-    int found = 0;
-    pthread_mutex_lock(&g_table_lock);
-    if (g_table_cap && p > 1) {
-        size_t mask = g_table_cap - 1;
-        for (size_t i = slot_hash(p) & mask; g_table[i].ptr != 0; i = (i + 1) & mask)
-            if (g_table[i].ptr == p) {
-                *out = g_table[i];
-                g_table[i].ptr = 1;
-                found = 1;
-                break;
-            }
-    }
-    pthread_mutex_unlock(&g_table_lock);
-    return found;
-}
-
 static void table_forget_all(void) {
-    pthread_mutex_init(&g_table_lock, NULL);
-    free(g_table);
-    g_table = NULL;
-    g_table_cap = g_table_used = 0;
+    if (g_table != g_table_none) free(g_table);
+    g_table = g_table_none;
+    g_table_mask = g_table_count = 0;
+    g_table_shift = 64;
+    g_table_lock = 0;
 }
 
 /* ---- allocation accounting --------------------------------------------------------- */
 
-typedef struct {
-    int card;       /* -1: untracked (no limit on this card) */
-    uint64_t bytes;
-} reservation_t;
+/* Container card of every allocation when the process sees exactly one CUDA device
+ * (the common gpushare case: no need to ask the driver for the current context on
+ * each call); -1 when it sees several (ask per call), -2 before it is known. */
+static int g_only_card = -2;
 
-/* Reserve bytes on the current context's card.  CUDA_SUCCESS with r->card = -1 means
- * "not limited, just forward"; an error code means "answer this without calling". */
-static CUresult reserve_current(uint64_t bytes, reservation_t *r) {
-    r->card = -1;
-    r->bytes = bytes;
-    if (!real_cuCtxGetDevice) return CUDA_SUCCESS;
-    CUdevice dev;
-    if (real_cuCtxGetDevice(&dev) != CUDA_SUCCESS) return CUDA_SUCCESS; /* the driver reports the error */
-    int card = card_of(dev);
-    if (card < 0) {
-        report_unmapped(dev);
-        return CUDA_ERROR_INVALID_DEVICE;
+static __attribute__((noinline)) int find_only_card(void) {
+    int n = 0;
+    if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&n) != CUDA_SUCCESS) return -1; /* not yet: ask per call */
+    int card = n == 1 ? card_of(0) : -1;
+    __atomic_store_n(&g_only_card, card >= 0 ? card : -1, __ATOMIC_RELAXED);
+    return card;
+}
+
+/* Reserve bytes on the current context's card.  CUDA_SUCCESS with *card = -1 means
+ * "not limited, just forward"; an error code means "answer this without calling".
+ * Without a current context the driver refuses the call itself (and a reservation
+ * made for it is given back by settle). */
+static inline CUresult reserve_current(uint64_t bytes, int *card_out) {
+    *card_out = -1;
+    int card = __atomic_load_n(&g_only_card, __ATOMIC_RELAXED);
+    if (UNLIKELY(card < 0)) {
+        if (card == -2) card = find_only_card();
+        if (card < 0) {
+            CUdevice dev;
+            if (!real_cuCtxGetDevice || real_cuCtxGetDevice(&dev) != CUDA_SUCCESS) return CUDA_SUCCESS;
+            card = card_of(dev);
+            if (card < 0) {
+                report_unmapped(dev);
+                return CUDA_ERROR_INVALID_DEVICE;
+            }
+        }
     }
-    uint64_t limit = limit_of(card);
-    if (!limit) return CUDA_SUCCESS;
-    if (bytes == 0) return CUDA_SUCCESS; /* the driver refuses it with its own code */
-    int rc = usage_reserve(card, bytes, limit);
-    if (rc != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    r->card = card;
+    uint64_t limit = g_limit[card];
+    if (!limit || bytes == 0) return CUDA_SUCCESS; /* unlimited card; 0 bytes: the driver's own error */
+    if (usage_reserve(card, bytes, limit) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    *card_out = card;
     return CUDA_SUCCESS;
 }
 
-static void settle(reservation_t *r, CUresult rc, CUdeviceptr p) {
-    if (r->card < 0) return;
-    if (rc != CUDA_SUCCESS || table_put(p, r->bytes, r->card) != 0) usage_release(r->card, r->bytes);
+static inline void settle(int card, uint64_t bytes, CUresult rc, CUdeviceptr p) {
+    if (card < 0) return;
+    if (rc != CUDA_SUCCESS || table_put(p, bytes, card) != 0) usage_release(card, bytes);
 }
 
 static CUresult refuse_cuda(void) {
@@ -401,6 +486,7 @@ static CUresult refuse_cuda(void) {
 }
 
 #define REAL(idx, type) ((type)real_cuda(idx))
+#define HOT_REAL(idx, type) ((type)g_real_cuda[idx]) /* after cuda_mode() */
 
 /* ---- CUDA hooks ---------------------------------------------------------------- */
 
@@ -476,131 +562,129 @@ EXPORT CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total_b) {
     return rc;
 }
 
+/* The answer of an allocation hook when it does not account: refused configuration,
+ * missing driver, or pass-through (forward == 1: call the real function). */
+#define UNACCOUNTED(m, real, forward_call)        \
+    do {                                          \
+        if ((m) == SHIM_BROKEN) return refuse_cuda(); \
+        if (!(real)) return CUDA_ERROR_NOT_FOUND; \
+        return forward_call;                      \
+    } while (0)
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    CUresult (*real)(CUdeviceptr *, size_t) = REAL(H_cuMemAlloc_v2, CUresult(*)(CUdeviceptr *, size_t));
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH || !dptr) return real(dptr, bytesize);
-    reservation_t r;
-    CUresult rc = reserve_current(bytesize, &r);
-    if (rc != CUDA_SUCCESS) return rc;
+    shim_mode_t m = cuda_mode();
+    CUresult (*real)(CUdeviceptr *, size_t) = HOT_REAL(H_cuMemAlloc_v2, CUresult(*)(CUdeviceptr *, size_t));
+    if (UNLIKELY(m != SHIM_LIMITED || !real || !dptr)) UNACCOUNTED(m, real, real(dptr, bytesize));
+    int card;
+    CUresult rc = reserve_current(bytesize, &card);
+    if (UNLIKELY(rc != CUDA_SUCCESS)) return rc;
     rc = real(dptr, bytesize);
-    settle(&r, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    settle(card, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0);
     return rc;
 }
 
 EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
-    CUresult (*real)(CUdeviceptr_v1 *, unsigned int) = REAL(H_cuMemAlloc, CUresult(*)(CUdeviceptr_v1 *, unsigned int));
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH || !dptr) return real(dptr, bytesize);
-    reservation_t r;
-    CUresult rc = reserve_current(bytesize, &r);
+    shim_mode_t m = cuda_mode();
+    CUresult (*real)(CUdeviceptr_v1 *, unsigned int) = HOT_REAL(H_cuMemAlloc, CUresult(*)(CUdeviceptr_v1 *, unsigned int));
+    if (UNLIKELY(m != SHIM_LIMITED || !real || !dptr)) UNACCOUNTED(m, real, real(dptr, bytesize));
+    int card;
+    CUresult rc = reserve_current(bytesize, &card);
     if (rc != CUDA_SUCCESS) return rc;
     rc = real(dptr, bytesize);
-    settle(&r, rc, rc == CUDA_SUCCESS ? (CUdeviceptr)*dptr : 0);
+    settle(card, bytesize, rc, rc == CUDA_SUCCESS ? (CUdeviceptr)*dptr : 0);
     return rc;
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    shim_mode_t m = cuda_mode();
     CUresult (*real)(CUdeviceptr *, size_t, unsigned int) =
-        REAL(H_cuMemAllocManaged, CUresult(*)(CUdeviceptr *, size_t, unsigned int));
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH || !dptr) return real(dptr, bytesize, flags);
-    reservation_t r;
-    CUresult rc = reserve_current(bytesize, &r);
+        HOT_REAL(H_cuMemAllocManaged, CUresult(*)(CUdeviceptr *, size_t, unsigned int));
+    if (m != SHIM_LIMITED || !real || !dptr) UNACCOUNTED(m, real, real(dptr, bytesize, flags));
+    int card;
+    CUresult rc = reserve_current(bytesize, &card);
     if (rc != CUDA_SUCCESS) return rc;
     rc = real(dptr, bytesize, flags);
-    settle(&r, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    settle(card, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0);
     return rc;
 }
 
 /* Pitched allocations: reserve the usual 512-byte-aligned estimate, then settle on
  * the pitch the driver chose. */
-static void settle_pitch(reservation_t *r, CUresult rc, CUdeviceptr p, uint64_t actual) {
-    if (r->card >= 0 && rc == CUDA_SUCCESS && actual != r->bytes) {
-        if (actual > r->bytes)
-            (void)usage_reserve(r->card, actual - r->bytes, UINT64_MAX); /* already allocated */
+static void settle_pitch(int card, uint64_t estimate, CUresult rc, CUdeviceptr p, uint64_t actual) {
+    if (card >= 0 && rc == CUDA_SUCCESS && actual != estimate) {
+        if (actual > estimate)
+            usage_force_reserve(card, actual - estimate); /* already allocated */
         else
-            usage_release(r->card, r->bytes - actual);
-        r->bytes = actual;
+            usage_release(card, estimate - actual);
+        estimate = actual;
     }
-    settle(r, rc, p);
+    settle(card, estimate, rc, p);
 }
 
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                                    unsigned int ElementSizeBytes) {
+    shim_mode_t m = cuda_mode();
     CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int) =
-        REAL(H_cuMemAllocPitch_v2, CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int));
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH || !dptr || !pPitch) return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        HOT_REAL(H_cuMemAllocPitch_v2, CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int));
+    if (m != SHIM_LIMITED || !real || !dptr || !pPitch)
+        UNACCOUNTED(m, real, real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     uint64_t estimate = (uint64_t)((WidthInBytes + 511) & ~(size_t)511) * Height;
-    reservation_t r;
-    CUresult rc = reserve_current(estimate, &r);
+    int card;
+    CUresult rc = reserve_current(estimate, &card);
     if (rc != CUDA_SUCCESS) return rc;
     rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    settle_pitch(&r, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
+    settle_pitch(card, estimate, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
     return rc;
 }
 
 EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
                                 unsigned int Height, unsigned int ElementSizeBytes) {
-    CUresult (*real)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int) =
-        REAL(H_cuMemAllocPitch, CUresult(*)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int));
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH || !dptr || !pPitch) return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    shim_mode_t m = cuda_mode();
+    CUresult (*real)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int) = HOT_REAL(
+        H_cuMemAllocPitch, CUresult(*)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int));
+    if (m != SHIM_LIMITED || !real || !dptr || !pPitch)
+        UNACCOUNTED(m, real, real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     uint64_t estimate = (uint64_t)((WidthInBytes + 511u) & ~511u) * Height;
-    reservation_t r;
-    CUresult rc = reserve_current(estimate, &r);
+    int card;
+    CUresult rc = reserve_current(estimate, &card);
     if (rc != CUDA_SUCCESS) return rc;
     rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    settle_pitch(&r, rc, rc == CUDA_SUCCESS ? (CUdeviceptr)*dptr : 0,
+    settle_pitch(card, estimate, rc, rc == CUDA_SUCCESS ? (CUdeviceptr)*dptr : 0,
                  rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
     return rc;
 }
 
-static CUresult free_tracked(CUdeviceptr p, CUresult (*call)(CUdeviceptr, void *), void *real) {
-    tracked_t t;
-    int tracked = table_take(p, &t);
-    CUresult rc = call(p, real);
-    if (tracked) {
-        if (rc == CUDA_SUCCESS)
-            usage_release(t.card, t.bytes);
-        else
-            (void)table_put(t.ptr, t.bytes, t.card);
-    }
-    return rc;
-}
-
-static CUresult call_free_v2(CUdeviceptr p, void *real) { return ((CUresult(*)(CUdeviceptr))real)(p); }
-static CUresult call_free_v1(CUdeviceptr p, void *real) { return ((CUresult(*)(CUdeviceptr_v1))real)((CUdeviceptr_v1)p); }
+/* Free: forget the pointer first (so that the driver cannot hand the same address to
+ * another thread before we are done with it), call the driver, then give the bytes
+ * back, or track the pointer again if the driver refused. */
+#define FREE_TRACKED(p, free_call)                                                          \
+    do {                                                                                    \
+        uint64_t packed;                                                                    \
+        int locked = local_lock();                                                          \
+        int tracked = table_take_locked((p), &packed);                                      \
+        local_unlock(locked);                                                               \
+        if (!tracked) return free_call;                                                     \
+        CUresult rc_ = free_call;                                                           \
+        int card_ = (int)(packed & ((1u << PACK_CARD_BITS) - 1));                           \
+        uint64_t bytes_ = packed >> PACK_CARD_BITS;                                         \
+        if (LIKELY(rc_ == CUDA_SUCCESS)) usage_release(card_, bytes_);                      \
+        else if (table_put((p), bytes_, card_) != 0) usage_release(card_, bytes_);          \
+        return rc_;                                                                         \
+    } while (0)
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-    void *real = real_cuda(H_cuMemFree_v2);
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH) return ((CUresult(*)(CUdeviceptr))real)(dptr);
-    return free_tracked(dptr, call_free_v2, real);
+    shim_mode_t m = cuda_mode();
+    CUresult (*real)(CUdeviceptr) = HOT_REAL(H_cuMemFree_v2, CUresult(*)(CUdeviceptr));
+    if (UNLIKELY(m != SHIM_LIMITED || !real)) UNACCOUNTED(m, real, real(dptr));
+    FREE_TRACKED(dptr, real(dptr));
 }
 
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
-    void *real = real_cuda(H_cuMemFree);
-    shim_mode_t m = mode();
-    if (m == SHIM_BROKEN) return refuse_cuda();
-    if (!real) return CUDA_ERROR_NOT_FOUND;
-    if (m == SHIM_PASSTHROUGH) return ((CUresult(*)(CUdeviceptr_v1))real)(dptr);
-    return free_tracked((CUdeviceptr)dptr, call_free_v1, real);
+    shim_mode_t m = cuda_mode();
+    CUresult (*real)(CUdeviceptr_v1) = HOT_REAL(H_cuMemFree, CUresult(*)(CUdeviceptr_v1));
+    if (m != SHIM_LIMITED || !real) UNACCOUNTED(m, real, real(dptr));
+    FREE_TRACKED((CUdeviceptr)dptr, real(dptr));
 }
-
 /* Swap any real entry point the driver hands out for our hook of it. */
 static void replace_with_hook(void **pfn) {
     if (!pfn || !*pfn || mode() == SHIM_PASSTHROUGH) return;

@@ -2,11 +2,15 @@
 #ifndef GPUSHARE_SHIM_H
 #define GPUSHARE_SHIM_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/single_threaded.h>
 
 #define SHIM_MAX_DEVICES 64
 #define HIDDEN __attribute__((visibility("hidden")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 typedef enum {
     SHIM_PASSTHROUGH = 0, /* no limit variable set: forward everything untouched */
@@ -33,15 +37,106 @@ HIDDEN const shim_config_t *shim_config(void);
 /* Report a refused configuration on stderr, once per process. */
 HIDDEN void shim_report_broken(void);
 
-/* ---- container-wide usage accounting (shim_usage.c) ---- */
+/* ---- container-wide usage accounting (shim_usage.c) ----------------------------------
+ *
+ * The usage file is shared by every process of a container.  All counters are
+ * monotonic byte counts modulo 2^64, so that the hot path needs no lock:
+ *
+ *   reserved[d]            every reservation ever made on card d (atomic CAS; the only
+ *                          word processes contend on)
+ *   slot[s].reserved[d]    what process s reserved, slot[s].released[d] what it gave
+ *                          back: written only by process s (plain stores)
+ *
+ *   usage[d] = reserved[d] - sum over slots of slot[s].released[d]
+ *
+ * A dead process's slot is reclaimed (under the robust mutex, which also guards slot
+ * ownership) by setting released := reserved, an idempotent store that never lowers
+ * a counter.  Because no released counter ever decreases, any sum of them read at
+ * any time is a lower bound of the current one: a reservation checks against a
+ * cached sum of the other processes' released counters (plus its own, read live),
+ * which can only overstate the usage, and rereads the sum only when the check fails.
+ * The compare-and-swap on reserved[d] is the single point that orders racing
+ * reservations, so they never together exceed the limit. */
 
-/* Reserve bytes on container card dev against limit; 0 on success, -1 when it would
- * exceed the limit (after reclaiming dead processes), -2 when accounting is unusable. */
-HIDDEN int usage_reserve(int dev, uint64_t bytes, uint64_t limit);
-HIDDEN void usage_release(int dev, uint64_t bytes);
+#define USAGE_MAGIC 0x47505553u /* "GPUS" */
+#define USAGE_VERSION 2u
+#define USAGE_SLOTS 256
+
+typedef struct {
+    int32_t pid; /* 0 = free */
+    uint32_t unused;
+    uint64_t start_time;                /* /proc/<pid>/stat field 22: tells a reused pid apart */
+    uint64_t reserved[SHIM_MAX_DEVICES]; /* written by the owner only */
+    uint64_t released[SHIM_MAX_DEVICES]; /* written by the owner, or set to reserved on reclaim */
+} __attribute__((aligned(64))) usage_slot_t;
+
+typedef struct {
+    uint64_t bytes;
+    char pad[56]; /* one cache line per card: cards do not contend with each other */
+} usage_counter_t;
+
+typedef struct {
+    uint32_t magic, version, slots, devices;
+    pthread_mutex_t lock; /* robust, process-shared: slot ownership and reclaim */
+    usage_counter_t reserved[SHIM_MAX_DEVICES] __attribute__((aligned(64)));
+    usage_slot_t slot[USAGE_SLOTS];
+} usage_file_t;
+
+/* This process's view; g_usage_me is NULL until attached (and again after fork). */
+HIDDEN extern usage_file_t *g_usage_file;
+HIDDEN extern usage_slot_t *g_usage_me;
+/* Cached lower bound of the sum of the other slots' released[d]. */
+HIDDEN extern uint64_t g_usage_others_released[SHIM_MAX_DEVICES];
+
+/* Slow paths: attach, reread the others' sum, reclaim dead processes. */
+HIDDEN int usage_reserve_slow(int dev, uint64_t bytes, uint64_t limit);
 /* Bytes in use on container card dev by all live processes of the container. */
 HIDDEN uint64_t usage_of(int dev);
 HIDDEN void usage_forget_process(void); /* after fork, in the child */
 HIDDEN void usage_exit(void);
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+/* Add to one of this process's own counters.  Only this process writes them; while it
+ * has a single thread a plain load and store suffice (nobody else can be inside the
+ * shim), otherwise the threads need an atomic add. */
+static inline void usage_own_add(uint64_t *counter, uint64_t v) {
+    if (LIKELY(__libc_single_threaded))
+        __atomic_store_n(counter, LOAD(counter) + v, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
+}
+
+/* Reserve bytes (<= limit) on container card dev: 0 on success, -1 when the limit
+ * would be exceeded (after reclaiming dead processes), -2 when accounting is unusable. */
+static inline int usage_reserve(int dev, uint64_t bytes, uint64_t limit) {
+    usage_slot_t *me = g_usage_me;
+    if (LIKELY(me != NULL && bytes <= limit)) {
+        uint64_t *total = &g_usage_file->reserved[dev].bytes;
+        uint64_t released = LOAD(&g_usage_others_released[dev]) + LOAD(&me->released[dev]);
+        uint64_t cur = LOAD(total);
+        while (cur - released <= limit - bytes) { /* usage (an upper bound) + bytes <= limit */
+            if (__atomic_compare_exchange_n(total, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                usage_own_add(&me->reserved[dev], bytes);
+                return 0;
+            }
+        }
+    }
+    return usage_reserve_slow(dev, bytes, limit);
+}
+
+/* Count bytes the driver has already handed out beyond a reservation. */
+static inline void usage_force_reserve(int dev, uint64_t bytes) {
+    usage_slot_t *me = g_usage_me;
+    if (!me) return;
+    __atomic_fetch_add(&g_usage_file->reserved[dev].bytes, bytes, __ATOMIC_RELAXED);
+    usage_own_add(&me->reserved[dev], bytes);
+}
+
+/* Give back bytes reserved by this process on card dev. */
+static inline void usage_release(int dev, uint64_t bytes) {
+    usage_slot_t *me = g_usage_me;
+    if (me) usage_own_add(&me->released[dev], bytes);
+}
 
 #endif

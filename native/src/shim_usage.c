@@ -1,43 +1,26 @@
-/* Container-wide accounting of device memory in GPUSHARE_USAGE_FILE: an mmap'ed file
- * with one slot per process (pid + start time) under a robust process-shared mutex.
- * A process killed with SIGKILL leaves its slot behind; the next process that needs
- * room (or reads the usage) finds the pid dead and gives the memory back. */
+/* Container-wide accounting of device memory in GPUSHARE_USAGE_FILE (layout and the
+ * lock-free scheme: shim.h).  This file holds the slow paths: mapping the file,
+ * taking a slot for this process, rereading the other processes' released counters,
+ * and reclaiming the slots of processes that died (SIGKILL leaves a slot behind; the
+ * next process that needs room, or reads the usage, finds the pid dead and gives its
+ * memory back). */
 #include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#define USAGE_MAGIC 0x47505553u /* "GPUS" */
-#define USAGE_VERSION 1u
-#define USAGE_SLOTS 256
+usage_file_t *g_usage_file;
+usage_slot_t *g_usage_me;
+uint64_t g_usage_others_released[SHIM_MAX_DEVICES];
 
-typedef struct {
-    int32_t pid; /* 0 = free */
-    uint32_t reserved;
-    uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid apart */
-    uint64_t used[SHIM_MAX_DEVICES];
-} usage_slot_t;
-
-typedef struct {
-    uint32_t magic, version, slots, devices;
-    pthread_mutex_t lock; /* robust, process-shared */
-    uint64_t total[SHIM_MAX_DEVICES];
-    usage_slot_t slot[USAGE_SLOTS];
-} usage_file_t;
-
-static usage_file_t *g_file;
-static int g_slot = -1;
-static pid_t g_pid;
-static uint64_t g_start_time;
+static pid_t g_pid; /* the pid that owns g_usage_me */
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_open_failed;
 
@@ -78,37 +61,28 @@ static int slot_is_dead(const usage_slot_t *s) {
     return st != 0 && s->start_time != 0 && st != s->start_time; /* pid reused */
 }
 
-static void recompute_totals(void) {
-    memset(g_file->total, 0, sizeof g_file->total);
-    for (int i = 0; i < USAGE_SLOTS; i++)
-        if (g_file->slot[i].pid > 0)
-            for (int d = 0; d < SHIM_MAX_DEVICES; d++) g_file->total[d] += g_file->slot[i].used[d];
-}
-
+/* No lock state needs repair when a holder dies: every step of a reclaim is an
+ * idempotent store (see clear_slot), so the next holder just carries on. */
 static void lock_file(void) {
-    int rc = pthread_mutex_lock(&g_file->lock);
-    if (rc == EOWNERDEAD) { /* the holder died mid-update: rebuild totals from the slots */
-        recompute_totals();
-        pthread_mutex_consistent(&g_file->lock);
-    }
+    if (pthread_mutex_lock(&g_usage_file->lock) == EOWNERDEAD) pthread_mutex_consistent(&g_usage_file->lock);
 }
 
-static void unlock_file(void) { pthread_mutex_unlock(&g_file->lock); }
+static void unlock_file(void) { pthread_mutex_unlock(&g_usage_file->lock); }
 
-static void clear_slot(int i) {
-    usage_slot_t *s = &g_file->slot[i];
-    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
-        g_file->total[d] -= s->used[d] <= g_file->total[d] ? s->used[d] : g_file->total[d];
-        s->used[d] = 0;
-    }
-    s->pid = 0;
+/* Give back everything slot s holds (caller holds the lock): released := reserved
+ * never lowers a counter, and repeating it changes nothing. */
+static void clear_slot(usage_slot_t *s) {
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) __atomic_store_n(&s->released[d], LOAD(&s->reserved[d]), __ATOMIC_RELEASE);
     s->start_time = 0;
+    __atomic_store_n(&s->pid, 0, __ATOMIC_RELEASE);
 }
 
 /* Give back the memory of dead processes; caller holds the lock. */
 static void reclaim_dead(void) {
-    for (int i = 0; i < USAGE_SLOTS; i++)
-        if (i != g_slot && slot_is_dead(&g_file->slot[i])) clear_slot(i);
+    for (int i = 0; i < USAGE_SLOTS; i++) {
+        usage_slot_t *s = &g_usage_file->slot[i];
+        if (s != g_usage_me && slot_is_dead(s)) clear_slot(s);
+    }
 }
 
 static int open_file(void) {
@@ -145,35 +119,47 @@ static int open_file(void) {
     }
     flock(fd, LOCK_UN);
     close(fd);
-    g_file = f;
+    g_usage_file = f;
     return 0;
 }
 
+/* Sum of the other slots' released[dev]: a lower bound of its current value. */
+static uint64_t others_released(int dev) {
+    uint64_t sum = 0;
+    for (int i = 0; i < USAGE_SLOTS; i++) {
+        usage_slot_t *s = &g_usage_file->slot[i];
+        if (s != g_usage_me) sum += __atomic_load_n(&s->released[dev], __ATOMIC_ACQUIRE);
+    }
+    return sum;
+}
+
+static void refresh_others(int dev) { __atomic_store_n(&g_usage_others_released[dev], others_released(dev), __ATOMIC_RELAXED); }
+
 /* Map the file and take a slot for this process (idempotent); -1 if unusable. */
 static int attach(void) {
-    /* Hot path: no getpid() system call; fork resets g_slot (usage_forget_process). */
-    if (__atomic_load_n(&g_slot, __ATOMIC_ACQUIRE) >= 0) return 0;
+    if (__atomic_load_n(&g_usage_me, __ATOMIC_ACQUIRE)) return 0;
     pid_t pid = getpid();
     pthread_mutex_lock(&g_open_lock);
     int rc = 0;
-    if (!g_file && !g_open_failed && open_file() != 0) g_open_failed = 1;
-    if (!g_file) {
+    if (!g_usage_file && !g_open_failed && open_file() != 0) g_open_failed = 1;
+    if (!g_usage_file) {
         rc = -1;
-    } else if (g_slot < 0) {
-        g_pid = pid;
-        g_start_time = start_time_of(pid);
+    } else if (!g_usage_me) {
+        uint64_t start = start_time_of(pid);
         lock_file();
-        int free_slot = -1;
+        usage_slot_t *free_slot = NULL;
         for (int i = 0; i < USAGE_SLOTS; i++) {
-            usage_slot_t *s = &g_file->slot[i];
-            if (s->pid == pid) clear_slot(i); /* left by this pid before an exec */
-            else if (slot_is_dead(s)) clear_slot(i);
-            if (s->pid == 0 && free_slot < 0) free_slot = i;
+            usage_slot_t *s = &g_usage_file->slot[i];
+            if (s->pid == pid || slot_is_dead(s)) clear_slot(s); /* same pid: left before an exec */
+            if (s->pid == 0 && !free_slot) free_slot = s;
         }
-        if (free_slot >= 0) {
-            g_file->slot[free_slot].pid = pid;
-            g_file->slot[free_slot].start_time = g_start_time;
-            __atomic_store_n(&g_slot, free_slot, __ATOMIC_RELEASE);
+        if (free_slot) {
+            /* The slot's counters carry on from their values: reserved == released. */
+            free_slot->start_time = start;
+            __atomic_store_n(&free_slot->pid, pid, __ATOMIC_RELEASE);
+            g_pid = pid;
+            for (int d = 0; d < SHIM_MAX_DEVICES; d++) g_usage_others_released[d] = 0;
+            __atomic_store_n(&g_usage_me, free_slot, __ATOMIC_RELEASE);
         } else {
             rc = -1;
         }
@@ -187,50 +173,54 @@ static int attach(void) {
     return rc;
 }
 
-int usage_reserve(int dev, uint64_t bytes, uint64_t limit) {
-    if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return -2;
-    lock_file();
-    int rc = 0;
-    if (g_file->total[dev] + bytes > limit || g_file->total[dev] + bytes < bytes) {
-        reclaim_dead();
-        if (g_file->total[dev] + bytes > limit || g_file->total[dev] + bytes < bytes) rc = -1;
-    }
-    if (rc == 0) {
-        g_file->total[dev] += bytes;
-        g_file->slot[g_slot].used[dev] += bytes;
-    }
-    unlock_file();
-    return rc;
+/* One compare-and-swap attempt loop against the cached lower bound of released. */
+static int try_reserve(int dev, uint64_t bytes, uint64_t limit) {
+    uint64_t *total = &g_usage_file->reserved[dev].bytes;
+    uint64_t released = LOAD(&g_usage_others_released[dev]) + LOAD(&g_usage_me->released[dev]);
+    uint64_t cur = LOAD(total);
+    while (cur - released <= limit - bytes)
+        if (__atomic_compare_exchange_n(total, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            usage_own_add(&g_usage_me->reserved[dev], bytes);
+            return 0;
+        }
+    return -1;
 }
 
-void usage_release(int dev, uint64_t bytes) {
-    if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return;
+int usage_reserve_slow(int dev, uint64_t bytes, uint64_t limit) {
+    if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return -2;
+    if (bytes > limit) return -1;
+    if (try_reserve(dev, bytes, limit) == 0) return 0;
+    refresh_others(dev); /* others may have freed since the cached sum was read */
+    if (try_reserve(dev, bytes, limit) == 0) return 0;
     lock_file();
-    usage_slot_t *s = &g_file->slot[g_slot];
-    if (bytes > s->used[dev]) bytes = s->used[dev];
-    s->used[dev] -= bytes;
-    g_file->total[dev] -= bytes <= g_file->total[dev] ? bytes : g_file->total[dev];
+    reclaim_dead();
     unlock_file();
+    refresh_others(dev);
+    return try_reserve(dev, bytes, limit);
 }
 
 uint64_t usage_of(int dev) {
     if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return 0;
     lock_file();
     reclaim_dead();
-    uint64_t v = g_file->total[dev];
     unlock_file();
-    return v;
+    /* Released counters first: a reservation made meanwhile can only add to the
+     * answer, never make it negative. */
+    uint64_t released = __atomic_load_n(&g_usage_me->released[dev], __ATOMIC_ACQUIRE) + others_released(dev);
+    uint64_t used = __atomic_load_n(&g_usage_file->reserved[dev].bytes, __ATOMIC_ACQUIRE) - released;
+    return used > (UINT64_MAX >> 1) ? 0 : used;
 }
 
 void usage_forget_process(void) {
     pthread_mutex_init(&g_open_lock, NULL); /* another thread may have held it at fork */
-    g_slot = -1; /* the child takes its own slot on first use; the parent keeps its own */
+    g_usage_me = NULL; /* the child takes its own slot on first use; the parent keeps its own */
 }
 
 void usage_exit(void) {
-    if (!g_file || g_slot < 0 || g_pid != getpid()) return;
+    usage_slot_t *me = g_usage_me;
+    if (!g_usage_file || !me || g_pid != getpid()) return;
     lock_file();
-    clear_slot(g_slot);
+    clear_slot(me);
     unlock_file();
-    g_slot = -1;
+    g_usage_me = NULL;
 }

@@ -1,0 +1,165 @@
+"""The checks catch broken stacks: deploy a faulty stack, run the checks guarding
+against that fault, and see exactly those fail with the broken figure in the message.
+
+Each case applies ``manifests/overlays/faults/<fault>`` (the mock stack plus one
+``--fault`` flag, see ``gpushare_stack/faults.py``) on the session's local cluster,
+runs the chosen checks in a child pytest (as a user would), reads its JUnit XML, and
+always puts the sound stack back afterwards, also when the case fails. A control
+check that the fault does not touch must still pass, so a stack broken everywhere
+(or a check failing for an unrelated reason) does not count as caught.
+
+    .venv/bin/python -m pytest tests/mutation -q -p no:cacheprovider --keep-cluster
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fixtures import deploy
+from fixtures.kube import Kube
+from gpushare_stack import faults
+
+pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
+
+REPO = Path(__file__).resolve().parents[2]
+FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
+NAMESPACE = deploy.STACK_NAMESPACE
+ROLLOUTS = ("deployment/gpushare-extender", "daemonset/gpushare-device-plugin")
+ROLLOUT_TIMEOUT_S = 180
+CHILD_TIMEOUT_S = 900
+
+SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
+GRID = "conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card"
+RESTRICTIONS = "conformance/test_restrictions.py"
+ISOLATION = "conformance/test_isolation.py"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A fault, the checks that must fail (check -> what the failure must show), and
+    a control check the fault leaves alone (must pass)."""
+
+    fault: str
+    component: str  # the program taking --fault; its pods are labelled app=<component>
+    must_fail: dict[str, str]
+    control: str
+
+
+CASES = [
+    Case(
+        faults.UNEVEN_SPLIT, "gpushare-extender",
+        {
+            # 8 GiB over 2 cards written as 5 + 3: the first card shows 5120 MiB.
+            SEED: r"card_total: 5120 MiB exceeds the 4 GiB share",
+            # 6 GiB over 2 cards written as 4 + 2: the first card shows 4096 MiB.
+            f"{GRID}[3GiBx2]": r"card_total: 4096 MiB exceeds the 3 GiB share",
+        },
+        control=f"{GRID}[3GiBx1]",  # one card: nothing to split unevenly
+    ),
+    Case(
+        faults.IGNORE_INTEGER_RULE, "gpushare-extender",
+        {
+            # 3 GiB over 2 cards is bound (1 GiB per card) instead of left Pending.
+            f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled":
+                r"not-integer.*(bound to|is (Running|Failed)|wanted Unschedulable)",
+        },
+        control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
+    ),
+    Case(
+        faults.NO_ISOLATION, "gpushare-device-plugin",
+        {
+            # Without the shim the container sees the whole V100.
+            SEED: r"16160 MiB is the card's physical size",
+            f"{ISOLATION}::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory":
+                r"16160 MiB is the card's physical size",
+        },
+        control=f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
+    ),
+]
+
+
+def apply_stack(kube: Kube, overlay: Path) -> None:
+    """``kubectl apply -k`` an overlay and wait until it serves: both rollouts done and
+    the node advertising aliyun.com/gpu-mem again (the device plugin re-registered)."""
+    kube.kubectl("apply", "-k", str(overlay), timeout=120)
+    for workload in ROLLOUTS:
+        kube.kubectl("rollout", "status", workload, "-n", NAMESPACE, f"--timeout={ROLLOUT_TIMEOUT_S}s",
+                     timeout=ROLLOUT_TIMEOUT_S + 30)
+    deploy.wait_stack_ready(kube, timeout=ROLLOUT_TIMEOUT_S, progress=lambda _msg: None)
+
+
+def component_log(kube: Kube, component: str) -> str:
+    """The log of the component's live pod (not one still terminating from the rollout)."""
+    pods = [p for p in kube.pods_by_selector(NAMESPACE, f"app={component}")
+            if not p["metadata"].get("deletionTimestamp")]
+    assert len(pods) == 1, f"expected one live {component} pod, found {[p['metadata']['name'] for p in pods]}"
+    return kube.kubectl("logs", pods[0]["metadata"]["name"], "-n", NAMESPACE, "--tail=-1", timeout=60)
+
+
+def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """Test id (``file.py::name[param]``) -> (outcome, failure text) from a JUnit XML file."""
+    outcomes: dict[str, tuple[str, str]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        module = case.get("classname", "").replace(".", "/") + ".py"
+        test_id = f"{module}::{case.get('name')}"
+        outcome, text = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            element = case.find(kind)
+            if element is not None:
+                outcome = {"failure": "failed"}.get(kind, kind)
+                text = f"{element.get('message', '')}\n{element.text or ''}"
+                break
+        outcomes[test_id] = (outcome, text)
+    return outcomes
+
+
+@pytest.fixture
+def faulty_stack(kube, suite_options, request):
+    """Deploy the fault overlay named by the case; the sound stack comes back after."""
+    if suite_options.cluster != "local":
+        pytest.skip(f"the fault overlays build on the mock stack of --cluster local, not {suite_options.cluster}")
+
+    def deploy_fault(fault: str) -> None:
+        apply_stack(kube, FAULT_OVERLAYS / fault)
+
+    try:
+        yield deploy_fault
+    finally:
+        apply_stack(kube, deploy.MOCK_OVERLAY)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.fault for c in CASES])
+def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack, kube, suite_options, tmp_path):
+    faulty_stack(case.fault)
+    log = component_log(kube, case.component)
+    assert f"FAULT INJECTED: {case.component} runs with --fault {case.fault}" in log, (
+        f"{case.component} does not announce --fault {case.fault}; its log:\n{log[-2000:]}")
+
+    checks = [*case.must_fail, case.control]
+    argv = [sys.executable, "-m", "pytest", *checks, "--cluster", "local", "--keep-cluster",
+            "--report-dir", str(tmp_path), "--junitxml", str(tmp_path / "junit.xml"),
+            "-p", "no:cacheprovider", "-q"]
+    if suite_options.mock_inventory is not None:
+        argv += ["--mock-inventory", str(suite_options.mock_inventory)]
+    child = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=CHILD_TIMEOUT_S, check=False)
+    tail = child.stdout[-4000:]
+    assert child.returncode == 1, f"checks under --fault {case.fault} exited {child.returncode}, wanted 1:\n{tail}"
+
+    outcomes = junit_outcomes(tmp_path / "junit.xml")
+    assert set(outcomes) == set(checks), f"the child ran {sorted(outcomes)}, asked for {checks}"
+    failed = sorted(t for t, (outcome, _) in outcomes.items() if outcome == "failed")
+    assert failed == sorted(case.must_fail), f"under --fault {case.fault} these failed: {failed}\n{tail}"
+    assert outcomes[case.control][0] == "passed", (
+        f"control {case.control} is {outcomes[case.control][0]} under --fault {case.fault}:\n"
+        f"{outcomes[case.control][1][-2000:]}")
+    for check, shows in case.must_fail.items():
+        text = outcomes[check][1]
+        assert re.search(shows, text, re.S), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"
