@@ -328,11 +328,11 @@ typedef struct {
 #define PACK_CARD_BITS 6
 #define PACK_MAX_BYTES (UINT64_MAX >> PACK_CARD_BITS)
 
-static tracked_t g_table_none[1]; /* an empty one-slot table until the first insert */
+static tracked_t g_table_none[2]; /* an empty two-slot table until the first insert */
 static tracked_t *g_table = g_table_none;
-static size_t g_table_mask;  /* capacity - 1 */
-static unsigned g_table_shift = 64; /* 64 - log2(capacity) */
-static size_t g_table_count;
+static size_t g_table_mask = 1;      /* capacity - 1 */
+static unsigned g_table_shift = 63;  /* 64 - log2(capacity) */
+static size_t g_table_count, g_table_grow_at; /* grow before count reaches capacity / 2 */
 static int g_table_lock;
 
 static inline void cpu_relax(void) {
@@ -358,14 +358,13 @@ static inline void local_unlock(int locked) {
     if (locked) __atomic_store_n(&g_table_lock, 0, __ATOMIC_RELEASE);
 }
 
-static inline size_t home_of(CUdeviceptr p) {
-    return g_table_shift >= 64 ? 0 : (size_t)((p * 0x9E3779B97F4A7C15ULL) >> g_table_shift);
-}
+static inline size_t home_of(CUdeviceptr p) { return (size_t)((p * 0x9E3779B97F4A7C15ULL) >> g_table_shift); }
 
-static void table_insert(CUdeviceptr p, uint64_t packed) {
+static inline void table_insert(CUdeviceptr p, uint64_t packed) {
     size_t i = home_of(p);
     while (g_table[i].ptr) i = (i + 1) & g_table_mask;
-    g_table[i] = (tracked_t){p, packed};
+    g_table[i].ptr = p;
+    g_table[i].packed = packed;
     g_table_count++;
 }
 
@@ -377,6 +376,7 @@ static __attribute__((noinline)) int table_grow(void) {
     g_table = fresh;
     g_table_mask = cap - 1;
     g_table_shift = 64 - (unsigned)__builtin_ctzll(cap);
+    g_table_grow_at = cap / 2;
     g_table_count = 0;
     for (size_t i = 0; i < old_cap; i++)
         if (old[i].ptr) table_insert(old[i].ptr, old[i].packed);
@@ -384,27 +384,24 @@ static __attribute__((noinline)) int table_grow(void) {
     return 0;
 }
 
-/* Caller holds the local lock. */
 static inline int table_put_locked(CUdeviceptr p, uint64_t bytes, int card) {
     if (UNLIKELY(bytes > PACK_MAX_BYTES || p == 0)) return -1;
-    if (UNLIKELY((g_table_count + 1) * 2 > g_table_mask + 1) && table_grow() != 0) return -1;
+    if (UNLIKELY(g_table_count >= g_table_grow_at) && table_grow() != 0) return -1;
     table_insert(p, bytes << PACK_CARD_BITS | (uint64_t)card);
     return 0;
 }
 
-/* Remove p; 1 and its packed value when it was tracked.  Caller holds the local lock. */
-static inline int table_take_locked(CUdeviceptr p, uint64_t *packed) {
-    if (UNLIKELY(p == 0)) return 0;
-    size_t mask = g_table_mask, i = home_of(p);
-    for (;;) {
-        CUdeviceptr k = g_table[i].ptr;
-        if (k == p) break;
-        if (k == 0) return 0;
-        i = (i + 1) & mask;
+/* The entry of p (not 0), or NULL.  Caller holds the local lock. */
+static inline tracked_t *table_find(CUdeviceptr p) {
+    for (size_t i = home_of(p);; i = (i + 1) & g_table_mask) {
+        tracked_t *e = &g_table[i];
+        if (e->ptr == p) return e;
+        if (!e->ptr) return NULL;
     }
-    *packed = g_table[i].packed;
-    /* Backward shift: pull later entries of the run into the hole when their home
-     * slot does not lie cyclically between the hole and where they sit. */
+}
+
+static __attribute__((noinline)) void table_remove_shift(tracked_t *e) {
+    size_t mask = g_table_mask, i = (size_t)(e - g_table);
     for (size_t j = i;;) {
         j = (j + 1) & mask;
         CUdeviceptr k = g_table[j].ptr;
@@ -416,10 +413,30 @@ static inline int table_take_locked(CUdeviceptr p, uint64_t *packed) {
     }
     g_table[i].ptr = 0;
     g_table_count--;
+}
+
+/* Remove an entry found by table_find; the common case (the next slot is empty, so
+ * no entry has to move back) is a store. */
+static inline void table_remove(tracked_t *e) {
+    if (LIKELY(g_table[((size_t)(e - g_table) + 1) & g_table_mask].ptr == 0)) {
+        e->ptr = 0;
+        g_table_count--;
+    } else {
+        table_remove_shift(e);
+    }
+}
+
+/* Remove p; 1 and its packed value when it was tracked.  Caller holds the local lock. */
+static inline int table_take_locked(CUdeviceptr p, uint64_t *packed) {
+    if (UNLIKELY(p == 0)) return 0;
+    tracked_t *e = table_find(p);
+    if (!e) return 0;
+    *packed = e->packed;
+    table_remove(e);
     return 1;
 }
 
-static int table_put(CUdeviceptr p, uint64_t bytes, int card) {
+static inline __attribute__((always_inline)) int table_put(CUdeviceptr p, uint64_t bytes, int card) {
     int locked = local_lock();
     int rc = table_put_locked(p, bytes, card);
     local_unlock(locked);
@@ -429,8 +446,9 @@ static int table_put(CUdeviceptr p, uint64_t bytes, int card) {
 static void table_forget_all(void) {
     if (g_table != g_table_none) free(g_table);
     g_table = g_table_none;
-    g_table_mask = g_table_count = 0;
-    g_table_shift = 64;
+    g_table_mask = 1;
+    g_table_count = g_table_grow_at = 0;
+    g_table_shift = 63;
     g_table_lock = 0;
 }
 
@@ -571,16 +589,81 @@ EXPORT CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total_b) {
         return forward_call;                      \
     } while (0)
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+/* The single-card fast path: once the process has its slot in the usage file and is
+ * known to see one CUDA device, a cuMemAlloc_v2 reserves with the counters' addresses
+ * worked out in advance (no driver query, no lookups).  ready = 0 sends every call
+ * down the general path (before setup, after fork until the child is set up again,
+ * and at exit). */
+static struct {
+    int ready;
+    int card;
+    uint64_t limit;            /* the card's limit, at most PACK_MAX_BYTES */
+    uint64_t *total;           /* &reserved[card] in the usage file */
+    uint64_t *mine_reserved;   /* this process's slot */
+    uint64_t *mine_released;
+    uint64_t *others_released; /* &g_usage_others_released[card] */
+    CUresult (*real_free)(CUdeviceptr);
+} g_fast;
+
+static __attribute__((noinline)) void fast_path_setup(void) {
+    int card = __atomic_load_n(&g_only_card, __ATOMIC_RELAXED);
+    usage_slot_t *me = g_usage_me;
+    if (card < 0 || !me || !g_limit[card] || !g_real_cuda[H_cuMemAlloc_v2] || !g_real_cuda[H_cuMemFree_v2]) return;
+    g_fast.real_free = (CUresult(*)(CUdeviceptr))g_real_cuda[H_cuMemFree_v2];
+    g_fast.card = card;
+    g_fast.limit = g_limit[card] < PACK_MAX_BYTES ? g_limit[card] : PACK_MAX_BYTES;
+    g_fast.total = &g_usage_file->reserved[card].bytes;
+    g_fast.mine_reserved = &me->reserved[card];
+    g_fast.mine_released = &me->released[card];
+    g_fast.others_released = &g_usage_others_released[card];
+    __atomic_store_n(&g_fast.ready, 1, __ATOMIC_RELEASE);
+}
+
+/* Reserve 1..limit bytes on the fast path's card: the same check as usage_reserve. */
+static inline int fast_reserve(uint64_t bytes) {
+    uint64_t limit = g_fast.limit, *total = g_fast.total;
+    if (UNLIKELY(bytes - 1 >= limit)) return 0; /* 0 bytes, or more than the limit */
+    uint64_t released = LOAD(g_fast.others_released) + LOAD(g_fast.mine_released);
+    uint64_t cur = LOAD(total);
+    while (cur - released <= limit - bytes)
+        if (__atomic_compare_exchange_n(total, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            usage_own_add(g_fast.mine_reserved, bytes);
+            return 1;
+        }
+    return 0;
+}
+
+static __attribute__((noinline)) CUresult alloc_v2_general(CUdeviceptr *dptr, size_t bytesize) {
     shim_mode_t m = cuda_mode();
     CUresult (*real)(CUdeviceptr *, size_t) = HOT_REAL(H_cuMemAlloc_v2, CUresult(*)(CUdeviceptr *, size_t));
-    if (UNLIKELY(m != SHIM_LIMITED || !real || !dptr)) UNACCOUNTED(m, real, real(dptr, bytesize));
+    if (m != SHIM_LIMITED || !real || !dptr) UNACCOUNTED(m, real, real(dptr, bytesize));
     int card;
     CUresult rc = reserve_current(bytesize, &card);
-    if (UNLIKELY(rc != CUDA_SUCCESS)) return rc;
+    if (rc != CUDA_SUCCESS) return rc;
+    if (card >= 0 && !__atomic_load_n(&g_fast.ready, __ATOMIC_RELAXED)) fast_path_setup();
     rc = real(dptr, bytesize);
     settle(card, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0);
     return rc;
+}
+
+static __attribute__((noinline)) CUresult settle_slow(int card, uint64_t bytes, CUresult rc, CUdeviceptr p) {
+    settle(card, bytes, rc, p);
+    return rc;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    if (LIKELY(__atomic_load_n(&g_fast.ready, __ATOMIC_ACQUIRE)) && LIKELY(dptr != NULL) && fast_reserve(bytesize)) {
+        CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t))g_real_cuda[H_cuMemAlloc_v2])(dptr, bytesize);
+        CUdeviceptr p;
+        /* Single-threaded (checked after the driver call: it may have started threads),
+         * and the table has room: insert without a lock. */
+        if (LIKELY(rc == CUDA_SUCCESS && __libc_single_threaded && g_table_count < g_table_grow_at && (p = *dptr))) {
+            table_insert(p, bytesize << PACK_CARD_BITS | (uint64_t)g_fast.card);
+            return rc;
+        }
+        return settle_slow(g_fast.card, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    return alloc_v2_general(dptr, bytesize);
 }
 
 EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
@@ -672,11 +755,35 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsi
         return rc_;                                                                         \
     } while (0)
 
-EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+static __attribute__((noinline)) CUresult free_v2_general(CUdeviceptr dptr) {
     shim_mode_t m = cuda_mode();
     CUresult (*real)(CUdeviceptr) = HOT_REAL(H_cuMemFree_v2, CUresult(*)(CUdeviceptr));
-    if (UNLIKELY(m != SHIM_LIMITED || !real)) UNACCOUNTED(m, real, real(dptr));
+    if (m != SHIM_LIMITED || !real) UNACCOUNTED(m, real, real(dptr));
     FREE_TRACKED(dptr, real(dptr));
+}
+
+/* The driver refused to free a tracked pointer: it still holds the memory. */
+static __attribute__((noinline)) CUresult free_refused(CUdeviceptr p, uint64_t packed, CUresult rc) {
+    int card = (int)(packed & ((1u << PACK_CARD_BITS) - 1));
+    if (table_put(p, packed >> PACK_CARD_BITS, card) != 0) usage_release(card, packed >> PACK_CARD_BITS);
+    return rc;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    tracked_t *e;
+    if (LIKELY(__atomic_load_n(&g_fast.ready, __ATOMIC_ACQUIRE)) && LIKELY(__libc_single_threaded) && LIKELY(dptr != 0) &&
+        LIKELY((e = table_find(dptr)) != NULL)) {
+        /* Single-card fast path, single-threaded: every entry is on g_fast.card. */
+        uint64_t packed = e->packed;
+        table_remove(e);
+        CUresult rc = g_fast.real_free(dptr);
+        if (LIKELY(rc == CUDA_SUCCESS)) {
+            usage_own_add(g_fast.mine_released, packed >> PACK_CARD_BITS);
+            return rc;
+        }
+        return free_refused(dptr, packed, rc);
+    }
+    return free_v2_general(dptr);
 }
 
 EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
@@ -788,6 +895,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
 /* ---- process lifecycle ---------------------------------------------------------- */
 
 static void after_fork_in_child(void) {
+    g_fast.ready = 0;
     table_forget_all(); /* CUDA state does not survive fork */
     usage_forget_process();
 }
@@ -797,4 +905,7 @@ __attribute__((constructor)) static void shim_start(void) {
     pthread_atfork(NULL, NULL, after_fork_in_child);
 }
 
-__attribute__((destructor)) static void shim_stop(void) { usage_exit(); }
+__attribute__((destructor)) static void shim_stop(void) {
+    __atomic_store_n(&g_fast.ready, 0, __ATOMIC_RELEASE);
+    usage_exit();
+}

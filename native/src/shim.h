@@ -56,7 +56,11 @@ HIDDEN void shim_report_broken(void);
  * cached sum of the other processes' released counters (plus its own, read live),
  * which can only overstate the usage, and rereads the sum only when the check fails.
  * The compare-and-swap on reserved[d] is the single point that orders racing
- * reservations, so they never together exceed the limit. */
+ * reservations, so they never together exceed the limit.  A process killed in the
+ * few instructions between that compare-and-swap and the store to its own reserved
+ * counter leaves those bytes counted for good: the safe direction (never an
+ * over-commit).  The counters wrap modulo 2^64, which is harmless unless the other
+ * processes release 16 EiB between two rereads of their sum. */
 
 #define USAGE_MAGIC 0x47505553u /* "GPUS" */
 #define USAGE_VERSION 2u
