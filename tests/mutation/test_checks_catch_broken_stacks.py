@@ -24,6 +24,7 @@ import pytest
 
 from fixtures import deploy
 from fixtures.kube import Kube
+from fixtures.plugin import progress_printer
 from gpushare_stack import faults
 
 pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
@@ -137,7 +138,9 @@ def faulty_stack(kube, suite_options, request):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.fault for c in CASES])
-def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack, kube, suite_options, tmp_path):
+def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack, kube, suite_options, tmp_path,
+                                               pytestconfig):
+    progress = progress_printer(pytestconfig)
     faulty_stack(case.fault)
     log = component_log(kube, case.component)
     assert f"FAULT INJECTED: {case.component} runs with --fault {case.fault}" in log, (
@@ -164,3 +167,4 @@ def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack
     for check, shows in case.must_fail.items():
         text = outcomes[check][1]
         assert re.search(shows, text, re.S), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"
+        progress(f"--fault {case.fault} caught by {check.split('::', 1)[1]}: {text.strip().splitlines()[0][:300]}")
