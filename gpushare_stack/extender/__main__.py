@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 
 from gpushare_stack import contract, faults, kubeclient
 from gpushare_stack.extender import selection
@@ -50,11 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=args.prefix)
     logging.getLogger(__name__).info("serving on %s:%d%s (policy %s)", args.address, args.port,
                                      args.prefix, args.policy)
+    # As PID 1 of its container the process ignores SIGTERM unless it handles it, and
+    # the kubelet would wait out the whole grace period before killing it.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, SystemExit):
+        logging.getLogger(__name__).info("shutting down")
+    finally:
+        server.server_close()
     return 0
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":
