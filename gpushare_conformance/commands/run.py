@@ -9,6 +9,7 @@ and observed. The exit status is pytest's.
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +48,11 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     report_dir = Path(args.report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
+    # A table left by an earlier run must not pass for this one's.
+    (report_dir / "verdicts.json").unlink(missing_ok=True)
     argv = pytest_argv(args)
     print("+ " + " ".join(argv), file=sys.stderr)
-    try:
-        status = subprocess.call(argv)
-    except KeyboardInterrupt:
-        status = 130
+    status = _run_to_the_end(argv)
     try:
         records, outcomes = read_verdicts(report_dir / "verdicts.json")
     except ReportError as exc:
@@ -67,6 +67,32 @@ def _run(args: argparse.Namespace) -> int:
     print(f"reports: {report_dir / 'junit.xml'}, {report_dir / 'allure-results'} "
           f"(HTML: allure generate {report_dir / 'allure-results'} -o {report_dir / 'allure-report'})")
     return status
+
+
+def _run_to_the_end(argv: list[str]) -> int:
+    """Run pytest; on Ctrl-C let it clean up (namespaces, cluster) instead of killing it.
+
+    pytest runs in a process group of its own, so a terminal's Ctrl-C reaches this
+    process only and is passed on once (two SIGINTs would cut pytest's clean-up short).
+    A second Ctrl-C passes on again; only a third kills pytest.
+    """
+    child = subprocess.Popen(argv, process_group=0)
+    interrupts = 0
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            interrupts += 1
+            if interrupts >= 3:
+                print("third interrupt: killing pytest without clean-up", file=sys.stderr)
+                child.kill()
+                child.wait()
+                return 130
+            print("interrupted: waiting for pytest to clean up (Ctrl-C twice more to kill it)", file=sys.stderr)
+            try:
+                child.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
