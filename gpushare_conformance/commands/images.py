@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         subprocess.run(["make", "-s", "-C", str(REPO / "native")], check=True)
     try:
         built = build_images(Path(args.out), native, lambda m: print(m, file=sys.stderr, flush=True))
-    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+    except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     for archive in built.archives:

@@ -37,6 +37,7 @@ IMAGE_REQUIREMENTS = (
     "numpy>=1.26",
     "scikit-learn>=1.4",
 )
+IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
 APP_PACKAGES = ("gpushare_conformance", "gpushare_stack")
 WORKLOAD_SCRIPT = "root/tensorflow-sample-code/tfjob/docker/mnist/main.py"
 
@@ -97,6 +98,12 @@ def _rootfs_layer(progress: Progress) -> Path:
 
 
 def _deps_layer(progress: Progress) -> Path:
+    if sys.version_info[:2] != IMAGE_PYTHON:
+        # Wheels are installed by this interpreter for the image's python3 (bookworm: 3.11).
+        raise RuntimeError(
+            f"building the image's Python layer needs Python {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]} "
+            f"(the image's python3); this is {sys.version.split()[0]}"
+        )
     key = hashlib.sha256("\n".join(IMAGE_REQUIREMENTS + (sys.version.split()[0],)).encode()).hexdigest()[:16]
     layer = cache_dir() / f"image-deps-{key}.tar"
     if layer.exists():
