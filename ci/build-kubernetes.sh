@@ -26,6 +26,7 @@ if [[ -x "$BIN/kube" && -x "$BIN/etcd" && -f "$OUT/.complete" ]]; then
   exit 0
 fi
 
+export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { log "error: the Go toolchain ('go') is required"; exit 1; }
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED="${CGO_ENABLED:-1}"
 mkdir -p "$OUT/src/kube" "$OUT/src/etcd" "$BIN"
