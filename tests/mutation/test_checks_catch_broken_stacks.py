@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
 REPO = Path(__file__).resolve().parents[2]
 FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 NAMESPACE = deploy.STACK_NAMESPACE
+# What each component logs once it serves (after any FAULT INJECTED warning).
+SERVING_LINES = {
+    "gpushare-extender": "serving on",
+    "gpushare-device-plugin": "registered aliyun.com/gpu-mem",
+}
 ROLLOUTS = ("deployment/gpushare-extender", "daemonset/gpushare-device-plugin")
 ROLLOUT_TIMEOUT_S = 180
 CHILD_TIMEOUT_S = 900
@@ -94,7 +100,27 @@ def apply_stack(kube: Kube, overlay: Path) -> None:
     for workload in ROLLOUTS:
         kube.kubectl("rollout", "status", workload, "-n", NAMESPACE, f"--timeout={ROLLOUT_TIMEOUT_S}s",
                      timeout=ROLLOUT_TIMEOUT_S + 30)
+    # A finished rollout and the node's allocatable prove little: the new pods may not
+    # have logged a line yet, and the node object keeps the old plugin's figure until the
+    # kubelet reports again. Wait for each new process to say it serves.
+    for component, line in SERVING_LINES.items():
+        wait_for_log_line(kube, component, line)
     deploy.wait_stack_ready(kube, timeout=ROLLOUT_TIMEOUT_S, progress=lambda _msg: None)
+
+
+def wait_for_log_line(kube: Kube, component: str, line: str, timeout: float = 90) -> str:
+    """The live pod's log once it contains ``line``; fails with the log after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            log = component_log(kube, component)
+        except AssertionError:  # the old pod still terminating beside the new one
+            log = ""
+        if line in log:
+            return log
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{component} did not log {line!r} within {timeout:.0f}s; its log:\n{log[-2000:]}")
+        time.sleep(1)
 
 
 def component_log(kube: Kube, component: str) -> str:
