@@ -32,6 +32,18 @@ def _allocatable(kube, node: str) -> int:
     return int((kube.core.read_node(node).status.allocatable or {}).get(RESOURCE, "0"))
 
 
+def _reregistered(kube, pod_uid: str) -> bool:
+    """The plugin's log shows it saw the new kubelet socket and registered again (an
+    unreadable log, while the restarted kubelet is not serving yet, counts as not yet)."""
+    pods = [p for p in kube.core.list_namespaced_pod("gpushare-system", label_selector=PLUGIN_SELECTOR).items
+            if p.metadata.uid == pod_uid]
+    if not pods:
+        return False
+    log = kube.kubectl("logs", pods[0].metadata.name, "-n", "gpushare-system", "-c", "device-plugin", "--tail=-1", check=False, timeout=60)
+    _, _, after = log.rpartition("was recreated (kubelet restart); registering again")
+    return bool(after) and f"registered {RESOURCE}" in after
+
+
 def _heartbeat(kube, node: str):
     """When the kubelet last reported the node's status (the Ready condition's heartbeat)."""
     ready = [c for c in kube.core.read_node(node).status.conditions or [] if c.type == "Ready"]
@@ -58,6 +70,9 @@ def test_device_plugin_reregisters_after_kubelet_restart(cluster, suite) -> None
 
     LocalProvider(state_dir=cluster.details["state_dir"]).restart_component("kubelet", print)
     deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not _reregistered(kube, uid):
+        time.sleep(1)
+    assert _reregistered(kube, uid), "the device plugin did not log registering again within 90 s of the kubelet restart"
     while time.monotonic() < deadline and not _reported_since(kube, node, last_report, before):
         time.sleep(1)
     assert _reported_since(kube, node, last_report, before), (
