@@ -8,4 +8,4 @@ load it here so the options and markers still exist.
 import os
 
 if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-    pytest_plugins = ["fixtures.plugin"]
+    pytest_plugins = ["gpushare_conformance.fixtures.plugin"]

@@ -11,7 +11,7 @@ import argparse
 import statistics
 import time
 
-from fixtures.providers.local import LocalProvider
+from gpushare_conformance.fixtures.providers.local import LocalProvider
 
 TARGET_UP_SECONDS = 30.0
 

@@ -30,7 +30,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         argv = [sys.executable, "-m", "pytest", str(REPO / "conformance"), "-q", "-p", "no:cacheprovider",
-                "--cluster", args.cluster, "--keep-cluster", "--junitxml", str(junit), *extra]
+                "--cluster", args.cluster, "--keep-cluster-up", "--junitxml", str(junit), *extra]
         started = time.monotonic()
         status = subprocess.call(argv, cwd=REPO)
         wall = time.monotonic() - started

@@ -12,6 +12,7 @@ import allure
 import pytest
 
 from gpushare_conformance.allocation import card_totals_mib, check_card_count, check_card_total
+from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.grid]
 
@@ -45,8 +46,7 @@ def test_n_gib_over_m_cards_gives_n_over_m_on_each_card(suite, per_card, cards):
         obj = suite.wait_running(pod)
     with allure.step(f"The pod got {count} distinct card(s) on its node"):
         allocated = suite.allocated_cards(obj)
-        suite.verdict("allocated_cards", count, len(allocated), len(allocated) == count and len(set(allocated)) == count,
-                      f"allocation annotation names cards {allocated}")
+        suite.expect(v.distinct("allocated_cards", allocated, count, "cards in the allocation annotation"))
     with allure.step(f"nvidia-smi lists {count} card(s) of about {per_card_gib} GiB"):
         report = suite.nvidia_smi_exec(pod)
         suite.expect(check_card_count(len(report.gpus), count))

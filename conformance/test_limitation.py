@@ -10,6 +10,8 @@ from __future__ import annotations
 import allure
 import pytest
 
+from gpushare_conformance.fixtures.framework import verdicts as v
+
 pytestmark = [pytest.mark.e2e, pytest.mark.limitation]
 
 # Knobs other stacks use to cap compute; none may be set for a memory-only share.
@@ -25,12 +27,12 @@ def test_compute_is_shared_not_isolated(suite):
     with allure.step("No compute limit in the pod's resources or environment"):
         limits = obj["spec"]["containers"][0].get("resources", {}).get("limits", {})
         asked = sorted(set(limits) & set(COMPUTE_RESOURCES))
-        suite.verdict("no_compute_resource", "none", asked or "none", not asked)
+        suite.expect(v.none_of("no_compute_resource", asked, "compute resources in the limits"))
         env = suite.env(pod)
         set_limits = {k: env[k] for k in COMPUTE_LIMIT_ENV if k in env}
-        suite.verdict("no_compute_limit_env", "none", set_limits or "none", not set_limits)
+        suite.expect(v.none_of("no_compute_limit_env", set_limits, "compute limits in the environment"))
     with allure.step("The card is a whole card: no MIG slice"):
         report = suite.nvidia_smi_exec(pod)
         slices = [g.index for g in report.gpus if g.mig_devices or (g.mig_mode or "").lower() == "enabled"]
-        suite.verdict("whole_card", "no MIG", slices or "no MIG", not slices)
+        suite.expect(v.none_of("whole_card", slices, "cards that are MIG slices"))
     suite.info("compute_isolation", "not isolated: pods on a card share its compute (the seed's stated limitation)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import allure
 import pytest
 
-from fixtures.context import reason_names_rule
+from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.restrictions]
 
@@ -24,14 +24,13 @@ def _expect_rejected(suite, name: str, total: int, cards: int | None, rule: str,
     with allure.step(f"Submit {total} GiB over {cards} card(s): breaks '{rule}'"):
         reason = suite.rejection_reason(name, total, cards)
     with allure.step("The pod stays unscheduled and the reason names the rule"):
-        suite.verdict(f"reason_names_rule[{rule}]", f"reason matching /{pattern}/", reason,
-                      reason_names_rule(reason, pattern), f"reason: {reason}")
+        suite.expect(v.matches(f"reason_names_rule[{rule}]", pattern, reason, "scheduling reason"))
 
 
 def test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled(suite):
     if suite.profile.per_card_mib:
         pytest.skip(f"stack profile {suite.profile.name!r} asks memory per card: N/M cannot be fractional")
-    if suite.profile.max_cards == 1:
+    if not suite.profile.multi_card:
         pytest.skip(f"stack profile {suite.profile.name!r} has no multi-card sharing")
     if suite.max_cards < 2:
         pytest.skip("needs a node with 2 cards, so only the integer rule can reject the pod")
@@ -49,12 +48,12 @@ def test_per_card_share_above_card_size_is_not_scheduled(suite):
     per_card = suite.node.card_gib + 1
     # With 3+ cards the pod total stays within the node's total, so only the per-card
     # rule (not plain capacity) can turn it away.
-    cards = 2 if suite.max_cards >= 3 and suite.profile.max_cards != 1 else None
+    cards = 2 if suite.max_cards >= 3 and suite.profile.multi_card else None
     _expect_rejected(suite, "share-above-card", per_card * (cards or 1), cards, "N/M fits on a card", SHARE_ABOVE_CARD)
 
 
 def test_all_cards_of_a_pod_are_distinct_and_on_its_node(suite):
-    cards = suite.max_cards if suite.profile.max_cards is None else min(suite.max_cards, suite.profile.max_cards)
+    cards = suite.profile.cards_for(suite.max_cards)
     if cards < 2:
         pytest.skip("needs a node with 2 or more cards")
     with allure.step(f"Submit a pod over all {cards} cards of the largest node"):
@@ -64,14 +63,11 @@ def test_all_cards_of_a_pod_are_distinct_and_on_its_node(suite):
     with allure.step("The allocation names M distinct cards of the pod's node"):
         allocated = suite.allocated_cards(obj)
         known = {str(c.index) for c in node.cards}
-        suite.verdict("cards_distinct", cards, len(set(allocated)), len(allocated) == cards == len(set(allocated)),
-                      f"allocated {allocated}")
-        suite.verdict("cards_on_node", sorted(known), allocated, set(allocated) <= known,
-                      f"node {node.node} has cards {sorted(known)}, pod got {allocated}")
+        suite.expect(v.distinct("cards_distinct", allocated, cards, "allocated cards"))
+        suite.expect(v.subset("cards_on_node", allocated, known, f"cards of node {node.node}"))
     with allure.step("The container sees exactly those cards"):
         env = suite.env(pod)
         visible = [v.strip() for v in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-        suite.verdict("visible_devices", sorted(allocated), sorted(visible), sorted(visible) == sorted(allocated),
-                      f"NVIDIA_VISIBLE_DEVICES={env.get('NVIDIA_VISIBLE_DEVICES')!r}")
+        suite.expect(v.equal("visible_devices", sorted(allocated), sorted(visible), "NVIDIA_VISIBLE_DEVICES"))
         report = suite.nvidia_smi_exec(pod)
-        suite.verdict("nvidia_smi_cards", cards, len(report.gpus), len(report.gpus) == cards, "cards nvidia-smi lists")
+        suite.expect(v.equal("nvidia_smi_cards", cards, len(report.gpus), "cards nvidia-smi lists"))

@@ -12,8 +12,9 @@ import re
 import allure
 import pytest
 
-from fixtures.evidence import pod_logs
+from gpushare_conformance.fixtures.framework.evidence import pod_logs
 from gpushare_conformance.allocation import card_totals_mib, check_card_count, check_card_total
+from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.seed]
 
@@ -46,8 +47,7 @@ def test_seed_job_gets_4gib_on_each_of_2_cards(suite):
     with allure.step("Logs: the totalMemory line appears twice, about 4 GiB each"):
         report = suite.tf_log(pod, CARDS)
         lines = TOTAL_MEMORY_LINE.findall(pod_logs(suite.kube, suite.namespace, pod))
-        suite.verdict("total_memory_lines", CARDS, len(lines), len(lines) == CARDS,
-                      f"{len(lines)} 'totalMemory:' line(s) in the log: {lines}")
+        suite.expect(v.equal("total_memory_lines", CARDS, len(lines), f"'totalMemory:' lines in the log {lines}"))
         suite.expect(check_card_count(len(report.devices), CARDS))
         obj = suite.pod(pod)
         for visible, total in sorted(card_totals_mib(report).items()):

@@ -56,6 +56,26 @@ class StackProfile:
     allocation_annotations: tuple[str, ...] = field(default_factory=tuple)
     # Probe binary mounted into every allocated container (reference stack only).
     probe_path: str | None = None
+    # What each component logs once it serves, by pod selector: a restart is over when
+    # the new pod has said it (a rollout alone does not prove the plugin re-registered).
+    serving_lines: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def multi_card(self) -> bool:
+        """Whether one pod may span several cards."""
+        return self.max_cards is None or self.max_cards > 1
+
+    def cards_for(self, node_cards: int) -> int:
+        """The most cards a pod of this stack can take on a node with ``node_cards``."""
+        return node_cards if self.max_cards is None else min(node_cards, self.max_cards)
+
+    def isolation_skip_reason(self) -> str | None:
+        """Why memory-isolation checks cannot run against this stack, or None."""
+        if not self.isolates_memory:
+            return f"stack profile {self.name!r} does not claim memory isolation"
+        if not self.probe_path:
+            return f"stack profile {self.name!r} mounts no allocation probe into pods"
+        return None
 
     def pod_request(self, total_gib: int, cards: int | None) -> PodRequest:
         """Labels and limits asking ``total_gib`` GiB over ``cards`` cards.
@@ -169,6 +189,8 @@ PROFILES: dict[str, StackProfile] = {
         inspect_path="/gpushare-scheduler/inspect",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
         probe_path="/usr/local/gpushare/bin/gpushare-probe",
+        serving_lines={"app=gpushare-extender": "serving on",
+                       "app=gpushare-device-plugin": "registered aliyun.com/gpu-mem"},
     ),
     "ack": StackProfile(
         name="ack",

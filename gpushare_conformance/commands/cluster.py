@@ -22,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fixtures.providers.local import LocalProvider
-    from fixtures.providers.local.cluster import LocalClusterError
+    from gpushare_conformance.fixtures.providers.local import LocalProvider
+    from gpushare_conformance.fixtures.providers.local.cluster import LocalClusterError
 
     provider = LocalProvider(state_dir=args.state_dir, inventory=args.inventory, deploy_stack=not args.no_stack)
 

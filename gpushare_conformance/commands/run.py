@@ -1,6 +1,7 @@
 """`gpushare-conformance run`: run the conformance checks and print the verdict table.
 
-Runs pytest on the ``conformance`` package in a child process (so Ctrl-C reaches
+Runs pytest on the checks' package (``--pyargs gpushare_conformance.conformance``) in a
+child process (so Ctrl-C reaches
 pytest and its clean-up runs), writing JUnit XML, allure results and the suite's
 verdicts into the report directory, then prints the table of what each check expected
 and observed. The exit status is pytest's.
@@ -18,7 +19,7 @@ from typing import Sequence
 from gpushare_conformance.profiles import PROFILES
 from gpushare_conformance.report import ReportError, read_verdicts, render_table
 
-CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / "conformance"
+CHECKS_PACKAGE = "gpushare_conformance.conformance"
 CLUSTERS = ("local", "kind", "existing")
 
 
@@ -26,7 +27,7 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
     """The pytest command line for ``args`` (extra pytest arguments go last)."""
     report_dir = Path(args.report_dir)
     argv = [
-        sys.executable, "-m", "pytest", str(CONFORMANCE_DIR),
+        sys.executable, "-m", "pytest", "--pyargs", CHECKS_PACKAGE,
         "-p", "no:cacheprovider",
         "--cluster", args.cluster,
         "--stack", args.stack,
@@ -36,9 +37,13 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         "--clean-alluredir",
     ]
     if args.kubeconfig:
-        argv += ["--kubeconfig", args.kubeconfig]
+        argv += ["--cluster-kubeconfig", args.kubeconfig]
     if args.context:
         argv += ["--context", args.context]
+    if args.keep_cluster:
+        argv += ["--keep-cluster-up"]
+    if args.kind_binary:
+        argv += ["--kind-binary", args.kind_binary]
     extra = list(args.pytest_args or [])
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -110,6 +115,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="where JUnit XML, allure results and verdicts.json go (default ./reports)")
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig for --cluster existing or kind")
     parser.add_argument("--context", default=None, help="kubeconfig context for --cluster existing or kind")
+    parser.add_argument("--keep-cluster", action="store_true",
+                        help="leave the local or kind cluster running afterwards (pytest: --keep-cluster-up)")
+    parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments passed to pytest")
     parser.set_defaults(func=_run)
 

@@ -10,7 +10,6 @@ import sys
 
 from gpushare_stack import contract, faults, kubeclient
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
-from gpushare_stack.deviceplugin.environment import MockPaths
 from gpushare_stack.deviceplugin.kube import KubeAccess
 from gpushare_stack.deviceplugin.plugin import DevicePlugin
 
@@ -27,11 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubelet-socket-dir", default=contract.DEVICE_PLUGIN_DIR,
                         help="directory of kubelet.sock and the plugin sockets (default: %(default)s)")
     parser.add_argument("--native-host-dir", default=contract.HOST_NATIVE_DIR,
-                        help="host directory holding the shim and mocks, mounted into containers at "
+                        help="host directory holding the shim, mounted into containers at "
                              f"{contract.CONTAINER_NATIVE_DIR} (default: %(default)s)")
-    parser.add_argument("--mock-inventory", default=None, metavar="HOST_PATH",
-                        help="GPU-less mode: host path of the mock inventory YAML; containers get it at "
-                             f"{contract.MOCK_INVENTORY_PATH} plus the mock libraries and nvidia-smi")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often NVML is polled for cards that disappeared (default: %(default)s)")
     parser.add_argument("--kubeconfig", default=None,
@@ -50,18 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--node-name is required (or set env NODE_NAME, e.g. from spec.nodeName)")
     if args.health_interval <= 0:
         parser.error(f"--health-interval must be > 0, got {args.health_interval}")
-    mock = None
-    if args.mock_inventory is not None:
-        for path in (args.mock_inventory, os.path.join(args.native_host_dir, "mock-lib"),
-                     os.path.join(args.native_host_dir, "bin", "nvidia-smi")):
-            if not os.path.exists(path):
-                parser.error(f"mock mode needs {path}, which does not exist")
-        mock = MockPaths(inventory=args.mock_inventory)
     faults.warn_fault(logging.getLogger(__name__), "gpushare-device-plugin", args.fault)
     try:
         plugin = DevicePlugin(
             node=args.node_name, discover=discover, kube=KubeAccess(kubeclient.load(args.kubeconfig)),
-            socket_dir=args.kubelet_socket_dir, native_host_dir=args.native_host_dir, mock=mock,
+            socket_dir=args.kubelet_socket_dir, native_host_dir=args.native_host_dir,
             health_interval_s=args.health_interval, fault=args.fault,
         )
     except DiscoveryError as exc:

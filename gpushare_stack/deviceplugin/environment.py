@@ -1,4 +1,10 @@
-"""What a container gets from Allocate: env and mounts (docs/design.md)."""
+"""What a container gets from Allocate: env and mounts (docs/design.md).
+
+The same on mock and real nodes: the cards, the limits and the shim. The driver
+(libnvidia-ml, libcuda, nvidia-smi) is the node's business: its container toolkit adds
+it to every container whose NVIDIA_VISIBLE_DEVICES asks for cards, on a mock node the
+mock driver (native/toolkit/gpushare-mock-runtime), so Allocate mounts no driver file.
+"""
 
 from __future__ import annotations
 
@@ -15,20 +21,12 @@ class HostMount:
     read_only: bool = True
 
 
-@dataclass(frozen=True)
-class MockPaths:
-    """Host paths used in GPU-less mode."""
-
-    inventory: str
-
-
 def container_environment(
     cards: tuple[int, ...],
     per_card_gib: int | Sequence[int],
     pod_total_gib: int,
     card_gib: int,
     native_host_dir: str = contract.HOST_NATIVE_DIR,
-    mock: MockPaths | None = None,
 ) -> tuple[dict[str, str], list[HostMount]]:
     """Env and mounts for a container holding ``per_card_gib`` on each of ``cards``
     (physical indices; the container sees them as 0..M-1 in this order): one figure for
@@ -51,13 +49,4 @@ def container_environment(
     for i, share in enumerate(shares):
         env[f"{contract.ENV_LIMIT_PREFIX}{i}"] = f"{share}GiB"
     native = native_host_dir.rstrip("/")
-    mounts = [HostMount(contract.CONTAINER_NATIVE_DIR, native)]
-    if mock is not None:
-        env[contract.ENV_MOCK_INVENTORY] = contract.MOCK_INVENTORY_PATH
-        env[contract.ENV_LD_LIBRARY_PATH] = contract.MOCK_LIB_DIR
-        mounts += [
-            HostMount(contract.MOCK_LIB_DIR, f"{native}/mock-lib"),
-            HostMount(contract.MOCK_INVENTORY_PATH, mock.inventory),
-            HostMount(contract.NVIDIA_SMI_PATH, f"{native}/bin/nvidia-smi"),
-        ]
-    return env, mounts
+    return env, [HostMount(contract.CONTAINER_NATIVE_DIR, native)]

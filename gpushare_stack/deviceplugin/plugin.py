@@ -13,7 +13,7 @@ from gpushare_stack import contract, faults
 from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import devices
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard, node_cards_annotation
-from gpushare_stack.deviceplugin.environment import HostMount, MockPaths, container_environment
+from gpushare_stack.deviceplugin.environment import HostMount, container_environment
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, Match, match_allocation
 
@@ -49,7 +49,6 @@ class DevicePlugin:
         kube: PodSource | None,
         socket_dir: str = contract.DEVICE_PLUGIN_DIR,
         native_host_dir: str = contract.HOST_NATIVE_DIR,
-        mock: MockPaths | None = None,
         health_interval_s: float = 10.0,
         kubelet_check_s: float = 1.0,
         fault: str | None = None,
@@ -63,7 +62,6 @@ class DevicePlugin:
         self.socket_dir = socket_dir
         self.kubelet_socket = os.path.join(socket_dir, contract.KUBELET_SOCKET_NAME)
         self.native_host_dir = native_host_dir
-        self.mock = mock
         self.health_interval_s = health_interval_s
         self.kubelet_check_s = kubelet_check_s
         self.cards: list[GpuCard] = discover()
@@ -126,7 +124,7 @@ class DevicePlugin:
         card = next(c for c in self.cards if c.index == match.cards[0])
         env, mounts = container_environment(
             match.cards, match.shares_gib or match.per_card_gib, match.pod_total_gib,
-            card_gib=card.memory_gib, native_host_dir=self.native_host_dir, mock=self.mock,
+            card_gib=card.memory_gib, native_host_dir=self.native_host_dir,
         )
         if self.fault == faults.NO_ISOLATION:
             env = faults.without_isolation(env)

@@ -1,45 +1,64 @@
-/* Per-model constants the mocks report (compute capability, clock, SM count, PCI id),
- * looked up from the inventory's marketing name. */
+/* GPU model profiles (native/models/gpu-models.yaml, built into the library): the
+ * hardware constants the mocks report for a card.  An inventory card carries its
+ * resolved profile (inv_gpu_t.model); gpu_model_for() looks one up by marketing name. */
 #ifndef GPUSHARE_GPU_MODELS_H
 #define GPUSHARE_GPU_MODELS_H
 
-#include <string.h>
+#define GPU_MODEL_ID_LEN 48
+#define GPU_MODEL_NAME_LEN 96
+#define GPU_MODEL_WORD_LEN 16
+#define GPU_MODEL_MAX_MATCH 4
+#define GPU_MODEL_MAX_BEFORE 4
 
 typedef struct {
-    const char *needle;         /* substring of the name */
+    char id[GPU_MODEL_ID_LEN];        /* key under models:, "" for defaults */
+    unsigned long long set;           /* bit i: field i of the field table was given */
+    /* card identity (profiles give them; inventories may override) */
+    char name[GPU_MODEL_NAME_LEN];
+    unsigned long long memory_mib;
+    /* hardware constants */
+    char architecture[GPU_MODEL_WORD_LEN];
+    char brand[GPU_MODEL_WORD_LEN];
     int cc_major, cc_minor;
-    int clock_khz;              /* CU_DEVICE_ATTRIBUTE_CLOCK_RATE */
-    int sm_count;
-    unsigned int pci_device_id; /* nvmlPciInfo_t.pciDeviceId */
+    unsigned int sm_count;
+    unsigned int pci_device_id, pci_subsystem_id;
+    unsigned int clock_graphics_max_mhz, clock_sm_max_mhz, clock_memory_max_mhz, clock_video_max_mhz;
+    unsigned int clock_graphics_default_mhz, clock_memory_default_mhz;
+    unsigned int clock_graphics_idle_mhz, clock_memory_idle_mhz;
+    unsigned int power_limit_w, power_min_limit_w, power_max_limit_w, power_idle_w;
+    unsigned int bar1_mib, pcie_generation, pcie_width, memory_bus_width;
+    unsigned int temp_idle_c, temp_slowdown_c, temp_shutdown_c, temp_max_operating_c;
+    unsigned int fans, fan_speed_percent;
+    int ecc, mig;
+    /* profile-only: name substrings that select this profile, older drivers' totals */
+    char match[GPU_MODEL_MAX_MATCH][GPU_MODEL_NAME_LEN];
+    unsigned int match_count;
+    struct { unsigned int driver_major; unsigned long long memory_mib; } before[GPU_MODEL_MAX_BEFORE];
+    unsigned int before_count;
+    /* derived, for the CUDA attribute names */
+    int clock_khz;
     unsigned int power_limit_mw;
 } gpu_model_t;
 
-static const gpu_model_t GPU_MODELS[] = {
-    {"H200", 9, 0, 1980000, 132, 0x233510DE, 700000},
-    {"H100", 9, 0, 1980000, 132, 0x233010DE, 700000},
-    {"B200", 10, 0, 1965000, 148, 0x290110DE, 1000000},
-    {"A100", 8, 0, 1410000, 108, 0x20B010DE, 400000},
-    {"A10G", 8, 6, 1710000, 80, 0x223710DE, 300000},
-    {"A10", 8, 6, 1695000, 72, 0x223610DE, 150000},
-    {"A30", 8, 0, 1440000, 56, 0x20B710DE, 165000},
-    {"L40", 8, 9, 2490000, 142, 0x26B510DE, 300000},
-    {"L4", 8, 9, 2040000, 58, 0x27B810DE, 72000},
-    {"V100", 7, 0, 1530000, 80, 0x1DB110DE, 300000},
-    {"T4", 7, 5, 1590000, 40, 0x1EB810DE, 70000},
-    {"P100", 6, 0, 1480000, 56, 0x15F810DE, 250000},
-    {"P40", 6, 1, 1531000, 30, 0x1B3810DE, 250000},
-    {"P4", 6, 1, 1113500, 20, 0x1BB310DE, 75000},
-    {"K80", 3, 7, 823500, 13, 0x102D10DE, 149000},
-    {"RTX 40", 8, 9, 2520000, 128, 0x268410DE, 450000},
-    {"RTX 30", 8, 6, 1695000, 82, 0x220410DE, 350000},
-};
+/* Load the built-in profiles once; -1 + err when the built-in data is bad. */
+__attribute__((visibility("hidden")))
+int gpu_models_load(char *err, unsigned long errlen);
 
-static const gpu_model_t GPU_MODEL_DEFAULT = {"", 7, 0, 1500000, 80, 0x000010DE, 250000};
+/* The profile with this id, or NULL (after gpu_models_load). */
+__attribute__((visibility("hidden")))
+const gpu_model_t *gpu_model_by_id(const char *id);
 
-static inline const gpu_model_t *gpu_model_for(const char *name) {
-    for (size_t i = 0; i < sizeof GPU_MODELS / sizeof GPU_MODELS[0]; i++)
-        if (strstr(name, GPU_MODELS[i].needle)) return &GPU_MODELS[i];
-    return &GPU_MODEL_DEFAULT;
-}
+/* The profile for a card name: exact name, else first `match` substring, else the
+ * defaults.  Never NULL; the defaults when the built-in data cannot be loaded. */
+__attribute__((visibility("hidden")))
+const gpu_model_t *gpu_model_for(const char *name);
+
+/* The CUDA version ("11.4") a driver major version reports, or NULL. */
+__attribute__((visibility("hidden")))
+const char *gpu_models_cuda_for_driver(unsigned int driver_major);
+
+/* Comma list of the profile ids (for error messages). */
+__attribute__((visibility("hidden")))
+const char *gpu_models_ids(void);
 
 #endif

@@ -1,73 +1,34 @@
-/* Parser for exactly the inventory subset of docs/design.md ("Mock inventory"):
+/* The inventory document of docs/design.md ("Mock inventory"), read with libyaml so
+ * any YAML style works (block, flow, quoted, anchors):
  *
  *   driver_version: "470.82.01"
- *   cuda_version: "11.4"
+ *   cuda_version: "11.4"            # optional: derived from the driver branch
  *   gpus:
  *     - name: Tesla V100-SXM2-16GB
  *       memory_mib: 16160
- *       uuid: GPU-...              # optional
- *       pci_bus_id: 00000000:00:07.0   # optional
+ *       uuid: GPU-...                # optional
+ *       pci_bus_id: 00000000:00:07.0 # optional
+ *     - model: A100-SXM4-40GB        # a profile of gpu-models.yaml; fields override it
  *
- * Anything else is an error that names the file and line, never a silent default. */
+ * Anything else is an error that names the file, line and field, never a silent
+ * default.  fixtures/inventory.py applies the same rules on the Python side. */
 #include "inventory.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *path, int line, const char *fmt, ...) {
-    char msg[INV_ERROR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (line > 0)
-        snprintf(err, errlen, "%s:%d: %s", path, line, msg);
-    else
-        snprintf(err, errlen, "%s: %s", path, msg);
-    return -1;
-}
+#include "inventory_yaml.h"
 
-/* Strip a trailing comment (a '#' at the start or after blank, outside quotes). */
-static void strip_comment(char *s) {
-    char quote = 0;
-    for (char *p = s; *p; p++) {
-        if (quote) {
-            if (*p == quote) quote = 0;
-        } else if (*p == '"' || *p == '\'') {
-            quote = *p;
-        } else if (*p == '#' && (p == s || p[-1] == ' ')) {
-            *p = '\0';
-            return;
-        }
-    }
-}
+#define fail inv_fail
 
 static char *trim(char *s) {
     while (*s == ' ') s++;
     size_t n = strlen(s);
     while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\r' || s[n - 1] == '\n')) s[--n] = '\0';
     return s;
-}
-
-/* Unquote a scalar in place; -1 when a quote is not closed. */
-static int unquote(char *s) {
-    size_t n = strlen(s);
-    if (n > 0 && (s[0] == '"' || s[0] == '\'')) {
-        if (n < 2 || s[n - 1] != s[0]) return -1;
-        memmove(s, s + 1, n - 2);
-        s[n - 2] = '\0';
-    }
-    return 0;
-}
-
-static int copy_field(char *dst, size_t dstlen, const char *value) {
-    if (strlen(value) >= dstlen) return -1;
-    strcpy(dst, value);
-    return 0;
 }
 
 /* Normalise "0000:00:07.0" or "00000000:00:07.0" to NVML's 8-digit upper-case form. */
@@ -113,133 +74,169 @@ static int parse_cuda_version(const char *s, int *out) {
     int major = 0, minor = 0;
     char tail;
     int n = sscanf(s, "%d.%d%c", &major, &minor, &tail);
-    if (n != 2 || major <= 0 || minor < 0 || minor > 99) return -1;
+    if (n != 2 || major <= 0 || minor < 0 || minor > 99 || !isdigit((unsigned char)s[0])) return -1;
     *out = major * 1000 + minor * 10;
     return 0;
 }
 
-static int finish_gpu(inventory_t *inv, const char *path, int item_line, char *err, size_t errlen) {
-    inv_gpu_t *g = &inv->gpus[inv->gpu_count - 1];
-    unsigned int i = inv->gpu_count - 1;
-    if (!g->name[0]) return fail(err, errlen, path, item_line, "gpus[%u]: missing required key 'name'", i);
-    if (!g->memory_mib)
-        return fail(err, errlen, path, item_line, "gpus[%u]: missing required key 'memory_mib'", i);
-    if (!g->uuid[0]) derive_uuid(g, i, g->uuid, sizeof g->uuid);
-    if (!g->pci_bus_id[0]) snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:00:%02X.0", 7 + i);
-    g->physical_index = i;
+/* Total MiB of a profile under this driver (older drivers reserve more). */
+static unsigned long long memory_for_driver(const gpu_model_t *m, unsigned int driver_major) {
+    unsigned long long mib = m->memory_mib;
+    unsigned int best = 0;
+    for (unsigned int i = 0; i < m->before_count; i++)
+        if (driver_major < m->before[i].driver_major && (best == 0 || m->before[i].driver_major < best)) {
+            best = m->before[i].driver_major;
+            mib = m->before[i].memory_mib;
+        }
+    return mib;
+}
+
+typedef struct {
+    yaml_document_t *doc;
+    const char *path;
+    char *err;
+    size_t errlen;
+} pctx_t;
+
+static const char *key_of(pctx_t *c, yaml_node_pair_t *p) {
+    return inv_scalar(yaml_document_get_node(c->doc, p->key));
+}
+
+/* The explicit fields of one card; the profile comes from `model:` or the name. */
+static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g, gpu_model_t *own, int *has_model) {
+    char ctx[32];
+    snprintf(ctx, sizeof ctx, "gpus[%u]", i);
+    if (item->type != YAML_MAPPING_NODE)
+        return fail(c->err, c->errlen, c->path, inv_line(item), "%s: expected a mapping (name: ..., memory_mib: ...)",
+                    ctx);
+    if (inv_check_keys(c->doc, item, ctx, c->path, c->err, c->errlen) != 0) return -1;
+    const gpu_model_t *profile = NULL;
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+        const char *key = key_of(c, p);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        int line = inv_line(vn);
+        int r = model_field_parse(own, ctx, key, vn, c->path, c->err, c->errlen);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        const char *value = inv_scalar(vn);
+        if (!value) return fail(c->err, c->errlen, c->path, line, "%s.%s: expected a single value", ctx, key);
+        if (strcmp(key, "model") == 0) {
+            profile = gpu_model_by_id(value);
+            if (!profile)
+                return fail(c->err, c->errlen, c->path, line, "%s.model: unknown model '%s' (known: %s)", ctx, value,
+                            gpu_models_ids());
+        } else if (strcmp(key, "uuid") == 0) {
+            if (strncmp(value, "GPU-", 4) != 0 || strlen(value) < 8 || strlen(value) >= sizeof g->uuid)
+                return fail(c->err, c->errlen, c->path, line, "%s.uuid: expected 'GPU-...', got '%s'", ctx, value);
+            strcpy(g->uuid, value);
+        } else if (strcmp(key, "pci_bus_id") == 0) {
+            if (normalise_bus_id(value, g->pci_bus_id, sizeof g->pci_bus_id) != 0)
+                return fail(c->err, c->errlen, c->path, line,
+                            "%s.pci_bus_id: expected 'DDDDDDDD:BB:DD.F' (hex), got '%s'", ctx, value);
+        } else {
+            return fail(c->err, c->errlen, c->path, line,
+                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id or a profile field: %s)", ctx, key,
+                        model_field_names());
+        }
+    }
+    *has_model = profile != NULL;
+    if (!profile && !(own->memory_mib))
+        return fail(c->err, c->errlen, c->path, inv_line(item), "%s: missing required key 'memory_mib'", ctx);
+    if (!profile && !own->name[0])
+        return fail(c->err, c->errlen, c->path, inv_line(item), "%s: missing required key 'name' (or 'model')", ctx);
+    g->model = *(profile ? profile : gpu_model_for(own->name));
     return 0;
 }
 
-int inventory_parse_text(const char *text, const char *path, inventory_t *inv, char *err, size_t errlen) {
-    memset(inv, 0, sizeof *inv);
-    enum { TOP, IN_GPUS } state = TOP;
-    int have_gpus = 0, item_line = 0, item_indent = -1;
-    int lineno = 0;
-    const char *p = text;
-    while (*p) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        char buf[1024];
-        lineno++;
-        if (len >= sizeof buf) return fail(err, errlen, path, lineno, "line too long");
-        memcpy(buf, p, len);
-        buf[len] = '\0';
-        p = eol ? eol + 1 : p + len;
+static int parse_gpus(pctx_t *c, inventory_t *inv, yaml_node_t *seq, gpu_model_t *own, int *has_model) {
+    if (seq->type != YAML_SEQUENCE_NODE) {
+        const char *v = inv_scalar(seq);
+        return fail(c->err, c->errlen, c->path, inv_line(seq), "gpus: expected a list, got '%s'", v ? v : "a mapping");
+    }
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+        yaml_node_t *item = yaml_document_get_node(c->doc, *it);
+        if (inv->gpu_count >= INV_MAX_GPUS)
+            return fail(c->err, c->errlen, c->path, inv_line(item), "more than %d gpus", INV_MAX_GPUS);
+        unsigned int i = inv->gpu_count++;
+        if (parse_card(c, item, i, &inv->gpus[i], &own[i], &has_model[i]) != 0) return -1;
+    }
+    return 0;
+}
 
-        if (strchr(buf, '\t')) return fail(err, errlen, path, lineno, "tab character (indent with spaces)");
-        strip_comment(buf);
-        int indent = 0;
-        while (buf[indent] == ' ') indent++;
-        char *line = trim(buf);
-        if (!*line) continue;
-        if (lineno == 1 && strcmp(line, "---") == 0) continue;
+/* Apply the card's own fields over its profile, then derive what is left. */
+static void finish_card(inventory_t *inv, unsigned int i, const gpu_model_t *own, int has_model, unsigned int driver) {
+    inv_gpu_t *g = &inv->gpus[i];
+    if (has_model) g->model.memory_mib = memory_for_driver(&g->model, driver);
+    else g->model.memory_mib = 0; /* a name-matched profile never sizes the card */
+    model_overlay(&g->model, own);
+    model_derive(&g->model);
+    snprintf(g->name, sizeof g->name, "%s", g->model.name);
+    g->memory_mib = g->model.memory_mib;
+    g->physical_index = i;
+    if (!g->uuid[0]) derive_uuid(g, i, g->uuid, sizeof g->uuid);
+    if (!g->pci_bus_id[0]) snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:00:%02X.0", 7 + i);
+}
 
-        int is_item = 0;
-        if (line[0] == '-' && (line[1] == ' ' || line[1] == '\0')) {
-            is_item = 1;
-            line = trim(line + 1);
-        }
-        if (indent == 0 && !is_item) state = TOP;
+static int parse_body(pctx_t *c, inventory_t *inv, yaml_node_t *root, gpu_model_t *own);
 
-        char *colon = strchr(line, ':');
-        if (!colon || (colon[1] != ' ' && colon[1] != '\0'))
-            return fail(err, errlen, path, lineno, "expected 'key: value', got '%s'", line);
-        *colon = '\0';
-        char *key = trim(line);
-        char *value = trim(colon + 1);
-        if (unquote(value) != 0) return fail(err, errlen, path, lineno, "unterminated quote in value of '%s'", key);
+static int parse_root(pctx_t *c, inventory_t *inv) {
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    const char *path = c->path;
+    yaml_node_t *root = yaml_document_get_root_node(c->doc);
+    if (!root) return fail(err, errlen, path, 0, "empty document (expected driver_version, cuda_version, gpus)");
+    if (root->type != YAML_MAPPING_NODE)
+        return fail(err, errlen, path, inv_line(root), "expected a mapping with driver_version, cuda_version, gpus");
+    if (inv_check_keys(c->doc, root, "", path, err, errlen) != 0) return -1;
+    gpu_model_t *own = calloc(INV_MAX_GPUS, sizeof *own); /* large: keep off the stack */
+    if (!own) return fail(err, errlen, path, 0, "out of memory");
+    int rc = parse_body(c, inv, root, own);
+    free(own);
+    return rc;
+}
 
-        if (state == TOP) {
-            if (indent != 0 || is_item)
-                return fail(err, errlen, path, lineno, "unexpected indented entry '%s' outside 'gpus'", key);
-            if (strcmp(key, "driver_version") == 0) {
-                if (!*value || copy_field(inv->driver_version, sizeof inv->driver_version, value) != 0)
-                    return fail(err, errlen, path, lineno, "driver_version: invalid value '%s'", value);
-                int major;
-                if (sscanf(inv->driver_version, "%d", &major) != 1 || major <= 0)
-                    return fail(err, errlen, path, lineno,
-                                "driver_version: expected a version like \"470.82.01\", got '%s'", value);
-            } else if (strcmp(key, "cuda_version") == 0) {
-                if (copy_field(inv->cuda_version, sizeof inv->cuda_version, value) != 0 ||
-                    parse_cuda_version(value, &inv->cuda_version_int) != 0)
-                    return fail(err, errlen, path, lineno,
-                                "cuda_version: expected a version like \"11.4\", got '%s'", value);
-            } else if (strcmp(key, "gpus") == 0) {
-                if (have_gpus) return fail(err, errlen, path, lineno, "duplicate key 'gpus'");
-                have_gpus = 1;
-                if (strcmp(value, "[]") == 0) continue;
-                if (*value) return fail(err, errlen, path, lineno, "gpus: expected a list, got '%s'", value);
-                state = IN_GPUS;
-            } else {
-                return fail(err, errlen, path, lineno, "unknown key '%s' (expected driver_version, cuda_version, gpus)", key);
-            }
-            continue;
-        }
-
-        /* state == IN_GPUS */
-        if (is_item) {
-            if (inv->gpu_count > 0 && finish_gpu(inv, path, item_line, err, errlen) != 0) return -1;
-            if (inv->gpu_count >= INV_MAX_GPUS)
-                return fail(err, errlen, path, lineno, "more than %d gpus", INV_MAX_GPUS);
-            inv->gpu_count++;
-            item_line = lineno;
-            item_indent = indent + 2;
+static int parse_body(pctx_t *c, inventory_t *inv, yaml_node_t *root, gpu_model_t *own) {
+    char *err = c->err;
+    size_t errlen = c->errlen;
+    const char *path = c->path;
+    int has_model[INV_MAX_GPUS] = {0};
+    int have_gpus = 0;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        const char *key = key_of(c, p);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *value = inv_scalar(vn);
+        int line = inv_line(vn);
+        if (strcmp(key, "driver_version") == 0) {
+            int major;
+            if (!value || !*value || strlen(value) >= sizeof inv->driver_version || !isdigit((unsigned char)value[0]) ||
+                sscanf(value, "%d", &major) != 1 || major <= 0)
+                return fail(err, errlen, path, line, "driver_version: expected a version like \"470.82.01\", got '%s'",
+                            value ? value : "a list or mapping");
+            strcpy(inv->driver_version, value);
+        } else if (strcmp(key, "cuda_version") == 0) {
+            if (!value || strlen(value) >= sizeof inv->cuda_version || parse_cuda_version(value, &inv->cuda_version_int) != 0)
+                return fail(err, errlen, path, line, "cuda_version: expected a version like \"11.4\", got '%s'",
+                            value ? value : "a list or mapping");
+            strcpy(inv->cuda_version, value);
+        } else if (strcmp(key, "gpus") == 0) {
+            have_gpus = 1;
+            if (parse_gpus(c, inv, vn, own, has_model) != 0) return -1;
         } else {
-            if (inv->gpu_count == 0)
-                return fail(err, errlen, path, lineno, "expected a list item ('- name: ...') under gpus");
-            if (indent != item_indent)
-                return fail(err, errlen, path, lineno, "key '%s' is not aligned with its list item", key);
-        }
-        inv_gpu_t *g = &inv->gpus[inv->gpu_count - 1];
-        unsigned int gi = inv->gpu_count - 1;
-        if (strcmp(key, "name") == 0) {
-            if (!*value || copy_field(g->name, sizeof g->name, value) != 0)
-                return fail(err, errlen, path, lineno, "gpus[%u].name: invalid value '%s'", gi, value);
-        } else if (strcmp(key, "memory_mib") == 0) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(value, &end, 10);
-            if (!*value || *end || errno || v == 0 || value[0] == '-' || v > (1ULL << 40))
-                return fail(err, errlen, path, lineno,
-                            "gpus[%u].memory_mib: expected a positive integer (MiB), got '%s'", gi, value);
-            g->memory_mib = v;
-        } else if (strcmp(key, "uuid") == 0) {
-            if (strncmp(value, "GPU-", 4) != 0 || strlen(value) < 8 ||
-                copy_field(g->uuid, sizeof g->uuid, value) != 0)
-                return fail(err, errlen, path, lineno, "gpus[%u].uuid: expected 'GPU-...', got '%s'", gi, value);
-        } else if (strcmp(key, "pci_bus_id") == 0) {
-            if (normalise_bus_id(value, g->pci_bus_id, sizeof g->pci_bus_id) != 0)
-                return fail(err, errlen, path, lineno,
-                            "gpus[%u].pci_bus_id: expected 'DDDDDDDD:BB:DD.F' (hex), got '%s'", gi, value);
-        } else {
-            return fail(err, errlen, path, lineno,
-                        "gpus[%u]: unknown key '%s' (expected name, memory_mib, uuid, pci_bus_id)", gi, key);
+            return fail(err, errlen, path, inv_line(yaml_document_get_node(c->doc, p->key)),
+                        "unknown key '%s' (expected driver_version, cuda_version, gpus)", key);
         }
     }
-    if (state == IN_GPUS && inv->gpu_count > 0 && finish_gpu(inv, path, item_line, err, errlen) != 0) return -1;
     if (!inv->driver_version[0]) return fail(err, errlen, path, 0, "missing required key 'driver_version'");
-    if (!inv->cuda_version[0]) return fail(err, errlen, path, 0, "missing required key 'cuda_version'");
+    unsigned int driver = (unsigned int)atoi(inv->driver_version);
+    if (!inv->cuda_version[0]) {
+        const char *cuda = gpu_models_cuda_for_driver(driver);
+        if (!cuda)
+            return fail(err, errlen, path, 0, "missing required key 'cuda_version' (no default for driver %u)", driver);
+        snprintf(inv->cuda_version, sizeof inv->cuda_version, "%s", cuda);
+        parse_cuda_version(cuda, &inv->cuda_version_int);
+    }
     if (!have_gpus) return fail(err, errlen, path, 0, "missing required key 'gpus'");
+    for (unsigned int i = 0; i < inv->gpu_count; i++) finish_card(inv, i, &own[i], has_model[i], driver);
     for (unsigned int a = 0; a < inv->gpu_count; a++)
         for (unsigned int b = a + 1; b < inv->gpu_count; b++) {
             if (strcasecmp(inv->gpus[a].uuid, inv->gpus[b].uuid) == 0)
@@ -249,6 +246,17 @@ int inventory_parse_text(const char *text, const char *path, inventory_t *inv, c
                             inv->gpus[a].pci_bus_id);
         }
     return 0;
+}
+
+int inventory_parse_text(const char *text, const char *path, inventory_t *inv, char *err, size_t errlen) {
+    memset(inv, 0, sizeof *inv);
+    if (gpu_models_load(err, errlen) != 0) return -1;
+    yaml_document_t doc;
+    if (inv_yaml_load(text, path, &doc, err, errlen) != 0) return -1;
+    pctx_t c = {&doc, path, err, errlen};
+    int rc = parse_root(&c, inv);
+    yaml_document_delete(&doc);
+    return rc;
 }
 
 int inventory_parse_file(const char *path, inventory_t *inv, char *err, size_t errlen) {

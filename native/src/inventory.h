@@ -1,10 +1,13 @@
-/* Mock GPU inventory: the YAML file named by GPUSHARE_MOCK_INVENTORY, and the
+/* Mock GPU inventory: the YAML file named by GPUSHARE_MOCK_INVENTORY (any YAML style,
+ * read with libyaml; cards may name a model profile from gpu-models.yaml), and the
  * container view of it selected by NVIDIA_VISIBLE_DEVICES.  Shared by the mock
  * NVML and mock CUDA libraries (compiled into each, hidden visibility). */
 #ifndef GPUSHARE_INVENTORY_H
 #define GPUSHARE_INVENTORY_H
 
 #include <stddef.h>
+
+#include "gpu_models.h"
 
 #define INV_MAX_GPUS 64
 #define INV_NAME_LEN 96
@@ -19,6 +22,7 @@ typedef struct {
     char uuid[INV_UUID_LEN];
     char pci_bus_id[INV_BUSID_LEN]; /* "00000000:00:07.0" */
     unsigned int physical_index;     /* index in the inventory file = minor number */
+    gpu_model_t model;               /* the card's profile, inventory overrides applied */
 } inv_gpu_t;
 
 typedef struct {

@@ -62,6 +62,9 @@ SMI_FACTS = {
     "csv_noheader_canonical.txt": (None, None, [(0, "Tesla T4", 2, 15360), (1, "Tesla T4", 2, 15360)]),
     "csv_noheader_nounits_fields.txt": (None, None, [(0, "NVIDIA L4", 3012, 8192), (1, "NVIDIA L4", 3010, 8192)]),
     "csv_placeholders_mig.txt": (None, None, [(0, "NVIDIA H200", None, None), (1, "NVIDIA H200", 0, 143771)]),
+    "csv_wide_150_h100_share.txt": ("580.65.06", None, [(0, "NVIDIA H100 80GB HBM3", 4, 40960), (1, "NVIDIA H100 80GB HBM3", 32771, 40960)]),
+    "csv_noheader_wide_181.txt": ("580.65.06", None, [(0, "NVIDIA H100 80GB HBM3", 4, 40960), (1, "NVIDIA H100 80GB HBM3", None, 40960)]),
+    "csv_camelcase_no_index.txt": (None, None, [(0, "Tesla T4", 3012, 7680), (1, "Tesla T4", 5, 7680), (2, "Tesla T4", None, 7680)]),
     "list_t4x2.txt": (None, None, [(0, "Tesla T4", None, None), (1, "Tesla T4", None, None)]),
     "list_a100_mig.txt": (None, None, [(0, "NVIDIA A100-SXM4-40GB", None, None), (1, "NVIDIA A100-SXM4-40GB", None, None)]),
     "list_mig_old_uuid.txt": (None, None, [(0, "A100-SXM4-40GB", None, None)]),
@@ -125,6 +128,29 @@ TF_FACTS = {
     "tf_2.16_absl_interleaved.log": [(0, None, None, 21986, "NVIDIA GeForce RTX 3090")],
     "torch_probe.log": [(0, 4309 << 20, 4099932160, None, "Tesla V100-SXM2-16GB"), (1, 4309 << 20, 4299161600, None, "Tesla V100-SXM2-16GB")],
     "torch_bare_props.log": [(0, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB"), (1, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB")],
+    "torch_oom_1.1_cached.log": [(0, round(11.17 * 2**30), None, None, None)],
+    "torch_oom_1.13_share_fraction.log": [(0, round(4.21 * 2**30), None, None, None)],
+    "torch_oom_2.1_capacty_ddp.log": [(0, round(4.21 * 2**30), None, None, None), (1, round(4.21 * 2**30), None, None, None)],
+    # mem_get_info (exact) comes first for GPU 0, the properties repr for GPU 1; the OOMs agree
+    "torch_oom_2.5_mixed_wrapped.log": [(0, 4309 << 20, 4286578688, None, "Tesla V100-SXM2-16GB"), (1, 4309 << 20, None, None, "Tesla V100-SXM2-16GB")],
+}
+
+# sample -> which line form gave each device's total, by index
+TF_SOURCES = {
+    "tf_1.5_found_device_seed.log": ["tf-total-memory", "tf-total-memory"],
+    "tf_1.2_total_memory_old.log": ["tf-total-memory"],
+    "tf_1.12_created_tensorflow_device.log": ["tf-total-memory"],
+    "tf_1.14_wrapped_80.log": [None],
+    "tf_ack_doc_created_2832mb.log": ["tf-total-memory"],
+    "tf_2.3_device_memory_size.log": ["tf-device-memory-size", "tf-device-memory-size"],
+    "tf_2.11_created_device.log": [None, None],
+    "tf_2.16_absl_interleaved.log": [None],
+    "torch_probe.log": ["torch-device-properties", "torch-device-properties"],
+    "torch_bare_props.log": ["torch-device-properties", "torch-device-properties"],
+    "torch_oom_1.1_cached.log": ["torch-oom-pre-2.1"],
+    "torch_oom_1.13_share_fraction.log": ["torch-oom-pre-2.1"],
+    "torch_oom_2.1_capacty_ddp.log": ["torch-oom-2.1+", "torch-oom-2.1+"],
+    "torch_oom_2.5_mixed_wrapped.log": ["torch-mem-get-info", "torch-device-properties"],
 }
 
 
@@ -137,6 +163,42 @@ def test_tf_log_sample_facts(name: str) -> None:
     report = parse_tf_log((SAMPLES / "tf-log" / name).read_text())
     got = [(d.index, d.total_memory_bytes, d.free_memory_bytes, d.limit_mib, d.name) for d in report.devices]
     assert got == TF_FACTS[name]
+
+
+def test_every_tf_sample_has_hand_written_sources() -> None:
+    assert set(TF_SOURCES) == set(TF_FACTS)
+
+
+@pytest.mark.parametrize("name", sorted(TF_SOURCES))
+def test_tf_log_sample_total_sources(name: str) -> None:
+    report = parse_tf_log((SAMPLES / "tf-log" / name).read_text())
+    assert [d.total_memory_source for d in report.devices] == TF_SOURCES[name]
+
+
+def test_wide_csv_keeps_camel_case_fields_and_reads_placeholders() -> None:
+    path = SAMPLES / "nvidia-smi" / "csv_wide_150_h100_share.txt"
+    assert len(path.read_text().splitlines()[0].split(", ")) == 150
+    gpu = _smi(path).gpus[1]
+    assert gpu.other["timestamp"] == "2026/12/03 09:41:12.351"
+    assert gpu.other["pci.baseClass"] == "0x3" and gpu.other["pci.subClass"] == "0x2"
+    assert gpu.other["encoder.stats.sessionCount"] == "0"
+    assert gpu.other["clocks_event_reasons.hw_slowdown"] == "Not Active"
+    assert gpu.other["fabric.cliqueId"] is None  # [Not Supported]
+    assert gpu.other["display_mode"] is None  # [Requested functionality has been deprecated]
+    assert gpu.other["clocks_event_reasons_counters.sw_power_cap"] is None  # [Unknown Error]
+    assert gpu.other["retired_pages.single_bit_ecc.count"] is None  # [Insufficient Permissions]
+    assert gpu.other["power.draw"] == "512.08 W"
+    # the protected-memory columns beside memory.* are not the card's memory
+    assert gpu.other["protected_memory.total"] == "0 MiB"
+    assert (gpu.memory_total_mib, gpu.memory_used_mib, gpu.memory_free_mib) == (40960, 32771, 7638)
+
+
+def test_camel_case_csv_without_index_numbers_rows_in_order() -> None:
+    report = _smi(SAMPLES / "nvidia-smi" / "csv_camelcase_no_index.txt")
+    assert [g.index for g in report.gpus] == [0, 1, 2]
+    assert [g.bus_id for g in report.gpus] == ["00000000:86:00.0", "00000000:AF:00.0", "00000000:D8:00.0"]
+    assert [g.other["encoder.stats.averageFps"] for g in report.gpus] == ["0", "29", "0"]
+    assert report.gpus[2].memory_free_mib is None  # [Insufficient Permissions]
 
 
 def test_non_breaking_spaces_and_crlf_from_web_copies() -> None:

@@ -114,3 +114,56 @@ def test_torch_errors() -> None:
         "_CudaDeviceProperties(name='T4', major=7, minor=5, total_memory=15109MB, multi_processor_count=40)\n"
     )
     _raises(parse_tf_log, mixed, "with and without an index", line_number=2)
+
+
+OOM_21 = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {i} has a total capacity of {total} of which 0 bytes is free. Process 1234 has 5.99 GiB memory in use.\n"
+OOM_OLD = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU {i}; {total} total capacity; 1000.00 MiB already allocated; 0 bytes free; 1010.00 MiB reserved in total by PyTorch)\n"
+
+
+def test_oom_messages_for_one_gpu_must_agree() -> None:
+    text = OOM_21.format(i=0, total="6.00 GiB") + OOM_OLD.format(i=1, total="6.00 GiB") + OOM_21.format(i=0, total="5.99 GiB")
+    error = _raises(parse_tf_log, text, "GPU 0 total 5.99 GiB", "disagrees with 6.00 GiB", "on line 1", line_number=3)
+    assert "out-of-memory" in str(error)
+    # the same total printed again, or on another GPU, is fine
+    same = OOM_21.format(i=0, total="6.00 GiB") * 2 + OOM_OLD.format(i=1, total="1024.00 MiB")
+    assert [(d.index, d.total_memory_bytes) for d in parse_tf_log(same).devices] == [(0, 6 << 30), (1, 1 << 30)]
+
+
+def test_oom_total_must_agree_with_earlier_forms() -> None:
+    meminfo = "torch.cuda.mem_get_info(0): (100, 4518313984)\n"
+    _raises(parse_tf_log, meminfo + OOM_21.format(i=0, total="4.22 GiB"), "disagrees with 4518313984 bytes", "mem_get_info", line_number=2)
+    assert parse_tf_log(meminfo + OOM_21.format(i=0, total="4.21 GiB")).devices[0].total_memory_bytes == 4518313984
+    found = (
+        "2019-03-11 09:14:27.301: I gpu_device.cc:1433] Found device 0 with properties: \n"
+        "name: Tesla V100-SXM2-16GB major: 7 minor: 0 memoryClockRate(GHz): 1.53\npciBusID: 0000:00:07.0\n"
+        "totalMemory: 4.21GiB freeMemory: 3.91GiB\n"
+    )
+    _raises(parse_tf_log, found + OOM_OLD.format(i=0, total="15.75 GiB"), "disagrees with 4.21GiB", "totalMemory", line_number=5)
+    props = "get_device_properties(0): _CudaDeviceProperties(name='T4', major=7, minor=5, total_memory=4309MB, multi_processor_count=40)\n"
+    _raises(parse_tf_log, props + "torch.cuda.mem_get_info(0): (1, 4519362560)\n", "disagrees with 4309MB", line_number=2)
+    assert parse_tf_log(props + "torch.cuda.mem_get_info(0): (1, 4519362559)\n").devices[0].total_memory_source == "torch-device-properties"
+
+
+def test_oom_message_that_reads_as_neither_form() -> None:
+    cut = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 1024.00 MB total capacity; 1000.00 MiB already\n"
+    _raises(parse_tf_log, "step 1\n" + cut, "reads as neither", "(GPU <i>; <size> total capacity;", "has a total capacity of", line_number=2)
+    _raises(parse_tf_log, OOM_21.format(i="x", total="6.00 GiB"), "reads as neither", line_number=1)
+
+
+def test_the_words_cuda_out_of_memory_alone_are_no_device_line() -> None:
+    text = "    if 'CUDA out of memory' in str(exc):\ntorch.cuda.OutOfMemoryError: CUDA out of memory.\n"
+    _raises(parse_tf_log, text, "no GPU device lines", "CUDA out of memory. Tried to allocate")
+
+
+def test_wide_csv_errors_name_the_column_and_line() -> None:
+    fields = ["timestamp", *(f"clocks_event_reasons.reason{n}" for n in range(150)), "memory.total [MiB]", "index"]
+    header = ", ".join(fields)
+    row = ", ".join(["2026/12/03 09:41:12.345", *(["Not Active"] * 150), "40960 MiB", "0"])
+    error = _raises(parse_nvidia_smi, f"{header}\n{row}, extra\n", "expected 153 values", "(timestamp, ", "more), index), got 154", line_number=2)
+    assert len(str(error)) < 400
+    _raises(parse_nvidia_smi, f"{header}\n{row.replace('40960 MiB', '40 GB')}\n", "memory.total must be", line_number=2)
+    _raises(parse_nvidia_smi, "index, name, memory.total [MiB], power draw\n0, T4, 15360 MiB, 70 W\n", "column 4 ('power draw') is not a field name", line_number=1)
+    _raises(parse_nvidia_smi, "index, name, gpu_name, memory.total\n0, T4, A10, 15360\n", "columns 'name' and 'gpu_name'", line_number=2)
+    assert parse_nvidia_smi("index, name, gpu_name, memory.total\n0, T4, T4, 15360\n").gpus[0].name == "T4"
+    with pytest.raises(EvidenceParseError, match="not a --query-gpu field name"):
+        parse_nvidia_smi("0, T4\n", csv_fields=["index", "power draw"])

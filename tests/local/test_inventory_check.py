@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.providers.local.cluster import DEFAULT_INVENTORY, LocalClusterError, LocalProvider
+from gpushare_conformance.fixtures.providers.local.cluster import DEFAULT_INVENTORY, LocalClusterError, LocalProvider
 from gpushare_conformance import native
 
 HEADER = 'driver_version: "470.82.01"\ncuda_version: "11.4"\ngpus:\n'

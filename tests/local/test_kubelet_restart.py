@@ -60,7 +60,7 @@ def _reported_since(kube, node: str, since, want: int) -> bool:
 def test_device_plugin_reregisters_after_kubelet_restart(cluster, suite) -> None:
     if cluster.provider != "local":
         pytest.skip("restarting the kubelet needs the local provider")
-    from fixtures.providers.local import LocalProvider
+    from gpushare_conformance.fixtures.providers.local import LocalProvider
 
     kube, node = suite.kube, suite.node.node
     before = _allocatable(kube, node)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from fixtures.providers.local.pki import ensure_pki, write_kubeconfig
+from gpushare_conformance.fixtures.providers.local.pki import ensure_pki, write_kubeconfig
 
 
 def _text(cert: Path) -> str:

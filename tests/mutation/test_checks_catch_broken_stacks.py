@@ -8,7 +8,7 @@ always puts the sound stack back afterwards, also when the case fails. A control
 check that the fault does not touch must still pass, so a stack broken everywhere
 (or a check failing for an unrelated reason) does not count as caught.
 
-    .venv/bin/python -m pytest tests/mutation -q -p no:cacheprovider --keep-cluster
+    .venv/bin/python -m pytest tests/mutation -q -p no:cacheprovider --keep-cluster-up
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import deploy
-from fixtures.kube import Kube
-from fixtures.plugin import progress_printer
+from gpushare_conformance.fixtures.framework import deploy
+from gpushare_conformance.fixtures.framework.kube import Kube
+from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_stack import faults
 
 pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
@@ -76,7 +76,7 @@ CASES = [
             # 3 GiB over 2 cards is bound with 1 GiB per card instead of left Pending; the
             # kubelet then admits it and the (sound) device plugin refuses the 1 + 1 split.
             f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled":
-                r"not-integer is failed, wanted unschedulable: UnexpectedAdmissionError.*\{\d+: 1, \d+: 1\}",
+                r"not-integer.* to be unschedulable: gave up, it is failed: UnexpectedAdmissionError.*\{\d+: 1, \d+: 1\}",
         },
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
     ),
@@ -173,7 +173,7 @@ def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack
         f"{case.component} does not announce --fault {case.fault}; its log:\n{log[-2000:]}")
 
     checks = [*case.must_fail, case.control]
-    argv = [sys.executable, "-m", "pytest", *checks, "--cluster", "local", "--keep-cluster",
+    argv = [sys.executable, "-m", "pytest", *checks, "--cluster", "local", "--keep-cluster-up",
             "--report-dir", str(tmp_path), "--junitxml", str(tmp_path / "junit.xml"),
             "-p", "no:cacheprovider", "-q"]
     if suite_options.mock_inventory is not None:

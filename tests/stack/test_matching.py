@@ -6,7 +6,7 @@ import pytest
 
 from gpushare_stack import contract
 from gpushare_stack.allocation import Allocation, bind_annotations
-from gpushare_stack.deviceplugin.environment import MockPaths, container_environment
+from gpushare_stack.deviceplugin.environment import container_environment
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, match_allocation
 from stack_objects import pod
 
@@ -80,14 +80,10 @@ def test_seed_environment_and_mounts():
         ("/var/lib/gpushare/native", "/usr/local/gpushare", True)]
 
 
-def test_mock_mode_adds_inventory_libraries_and_nvidia_smi():
-    env, mounts = container_environment((0,), 4, 4, 15, native_host_dir="/srv/native/",
-                                        mock=MockPaths(inventory="/etc/gpushare/inventory.yaml"))
-    assert env["GPUSHARE_MOCK_INVENTORY"] == "/etc/gpushare/inventory.yaml"
-    assert env["LD_LIBRARY_PATH"] == "/usr/local/gpushare/mock-lib"
-    assert {(m.host_path, m.container_path) for m in mounts} == {
-        ("/srv/native", "/usr/local/gpushare"),
-        ("/srv/native/mock-lib", "/usr/local/gpushare/mock-lib"),
-        ("/etc/gpushare/inventory.yaml", "/etc/gpushare/inventory.yaml"),
-        ("/srv/native/bin/nvidia-smi", "/usr/bin/nvidia-smi"),
-    }
+def test_allocate_adds_no_driver_file_the_node_toolkit_does():
+    """The same env and mounts on mock and real nodes: NVML, libcuda, nvidia-smi and the
+    mock inventory come from the node's container toolkit, never from Allocate."""
+    env, mounts = container_environment((0,), 4, 4, 15, native_host_dir="/srv/native/")
+    assert not {"LD_LIBRARY_PATH", "GPUSHARE_MOCK_INVENTORY"} & set(env)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "0"
+    assert [(m.host_path, m.container_path) for m in mounts] == [("/srv/native", "/usr/local/gpushare")]

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from fixtures.options import OptionError, SuiteOptions
+from gpushare_conformance.fixtures.options import OptionError, SuiteOptions
 
 
 def opts(**values):
@@ -26,8 +26,13 @@ def test_existing_defaults_to_real_gpus():
     ({"gpushare_cluster": "minikube"}, r"--cluster: unknown cluster 'minikube'"),
     ({"gpushare_stack": "volcano"}, r"--stack: unknown stack profile 'volcano'"),
     ({"gpushare_context": "prod"}, r"--context='prod' only applies"),
-    ({"kubeconfig": "/tmp/x"}, r"--kubeconfig only applies"),
-    ({"gpushare_cluster": "existing", "kubeconfig": "/nonexistent/kubeconfig"}, r"--kubeconfig: file not found"),
+    ({"gpushare_kubeconfig": "/tmp/x"}, r"--cluster-kubeconfig only applies"),
+    ({"gpushare_cluster": "existing", "gpushare_kubeconfig": "/nonexistent/kubeconfig"},
+     r"--cluster-kubeconfig: file not found"),
+    ({"gpushare_timeouts": ["pod_start"]}, r"--timeout 'pod_start': expected NAME=SECONDS"),
+    ({"gpushare_timeouts": ["pod_begin=3"]}, r"--timeout: unknown time-out 'pod_begin'"),
+    ({"gpushare_timeouts": ["pod_start=soon"]}, r"--timeout 'pod_start=soon': 'soon' is not a number"),
+    ({"gpushare_timeouts": ["pod_start=-1"]}, r"--timeout pod_start=-1.0: must be a positive"),
     ({"gpushare_mocked_nvml": False}, r"--real-gpu: the local provider has no GPUs"),
     ({"gpushare_wait_timeout": "soon"}, r"--wait-timeout: expected seconds"),
     ({"gpushare_wait_timeout": 0}, r"--wait-timeout: must be positive"),
@@ -47,9 +52,9 @@ def _pytest(*args):
 
 def test_pytest_help_lists_the_suite_options():
     out = _pytest("--help").stdout
-    for option in ("--cluster", "--kubeconfig", "--context", "--deploy-stack", "--stack", "--keep-cluster",
+    for option in ("--cluster", "--cluster-kubeconfig", "--context", "--deploy-stack", "--stack", "--keep-cluster-up",
                    "--keep-namespaces", "--kind-binary", "--kubectl-binary", "--report-dir", "--mock-nvml",
-                   "--real-gpu", "--wait-timeout"):
+                   "--real-gpu", "--wait-timeout", "--timeout"):
         assert option in out, option
 
 
@@ -67,9 +72,10 @@ def test_bad_option_on_the_command_line_is_a_usage_error(tmp_path):
 
 
 def test_gpu_checks_are_skipped_with_a_reason_when_nvml_is_mocked(tmp_path):
+    # Only the suite's own cluster checks are skipped: an unrelated test marked gpu runs.
     (tmp_path / "test_x.py").write_text(
-        "import pytest\n\n@pytest.mark.gpu\ndef test_needs_gpu():\n    raise AssertionError('ran')\n\n"
-        "def test_plain():\n    pass\n")
+        "import pytest\n\n@pytest.mark.gpu\ndef test_needs_gpu(cluster):\n    raise AssertionError('ran')\n\n"
+        "@pytest.mark.gpu\ndef test_someone_elses_gpu_test():\n    pass\n")
     result = _pytest(str(tmp_path), "-rs", "--rootdir", str(tmp_path))
     assert result.returncode == 0, result.stdout
     assert "1 passed, 1 skipped" in result.stdout
@@ -81,3 +87,13 @@ def test_unit_tests_do_not_start_a_cluster(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_plain():\n    pass\n")
     result = _pytest(str(tmp_path), "--cluster", "existing", "--rootdir", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_named_timeouts_override_one_at_a_time():
+    o = opts(gpushare_timeouts=["pod_start=300", "settle=1.5"])
+    assert (o.timeouts.pod_start, o.timeouts.settle, o.timeouts.exec) == (300.0, 1.5, 60.0)
+
+
+def test_wait_timeout_sets_the_pod_waits_and_a_named_timeout_still_wins():
+    o = opts(gpushare_wait_timeout=30, gpushare_timeouts=["log=99"])
+    assert (o.timeouts.pod_start, o.timeouts.stack_ready, o.timeouts.log) == (30.0, 30.0, 99.0)

@@ -1,7 +1,7 @@
 """Fail-fast wait logic: the state and reason read from real-shaped pod and event objects."""
 
-from fixtures import podstate
-from fixtures.podstate import format_events, pod_state, scheduling_message, sort_events
+from gpushare_conformance.fixtures.framework import podstate
+from gpushare_conformance.fixtures.framework.podstate import format_events, pod_state, scheduling_message, sort_events
 
 UNSCHEDULABLE_POD = {
     "apiVersion": "v1", "kind": "Pod",

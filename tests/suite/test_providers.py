@@ -3,9 +3,9 @@
 import pytest
 import yaml
 
-from fixtures.providers import ProviderError, get_provider
-from fixtures.providers.existing import ExistingClusterError, ExistingProvider
-from fixtures.providers.kind import SCHEDULER_CONFIG_PATH, KindProviderError, KindProvider, kind_config, scheduler_config
+from gpushare_conformance.fixtures.providers import ProviderError, get_provider
+from gpushare_conformance.fixtures.providers.existing import ExistingClusterError, ExistingProvider
+from gpushare_conformance.fixtures.providers.kind import SCHEDULER_CONFIG_PATH, KindProviderError, KindProvider, kind_config, scheduler_config
 
 
 def test_unknown_provider_is_a_clear_error():

@@ -85,7 +85,8 @@ def test_plugin_writes_verdicts_and_environment_for_allure(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     records, outcomes = read_verdicts(report / "verdicts.json")
-    assert records == [] and list(outcomes.values()) == ["passed"]
+    # A test that uses no cluster is not one of the suite's checks: no verdict, no outcome.
+    assert records == [] and outcomes == {}
     env = (allure_dir / "environment.properties").read_text()
     assert "cluster = local" in env and "mocked_nvml = true" in env and "run_id = " in env
     assert list(allure_dir.glob("*-result.json")), "allure results written"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.terminal import InteractiveShell, TerminalError, clean_tty_output
+from gpushare_conformance.fixtures.framework.terminal import InteractiveShell, TerminalError, clean_tty_output
 
 
 def test_command_output_without_echo_or_crlf():

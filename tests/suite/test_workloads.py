@@ -6,8 +6,8 @@ import json
 import pytest
 import yaml
 
-from fixtures import submit
-from fixtures.inventory import InventoryError, load_inventory, node_gpus
+from gpushare_conformance.fixtures.framework import submit
+from gpushare_conformance.fixtures.inventory import InventoryError, load_inventory, node_gpus
 from gpushare_conformance.allocation import request_from_pod
 from gpushare_conformance.commands.run import pytest_argv
 from gpushare_conformance.profiles import get_profile
@@ -111,8 +111,10 @@ def test_inventory_validation(tmp_path):
 
 def test_run_command_builds_the_pytest_line(tmp_path):
     args = argparse.Namespace(cluster="existing", stack="hami", report_dir=str(tmp_path), kubeconfig="/k",
-                              context=None, pytest_args=["--", "-m", "seed"])
+                              context=None, keep_cluster=True, kind_binary=None, pytest_args=["--", "-m", "seed"])
     argv = pytest_argv(args)
+    assert argv[argv.index("--pyargs") + 1] == "gpushare_conformance.conformance"
+    assert argv[argv.index("--cluster-kubeconfig") + 1] == "/k" and "--keep-cluster-up" in argv
     assert argv[argv.index("--cluster") + 1] == "existing" and argv[argv.index("--stack") + 1] == "hami"
     assert f"--junitxml" in argv and str(tmp_path / "junit.xml") in argv
     assert str(tmp_path / "allure-results") in argv

@@ -1,0 +1,52 @@
+/* The mock NVML's one engine: the inventory's container view, device handles and the
+ * init reference count.  The exported functions (mock_nvml.c, nvml_*.c and the
+ * generated stubs) are thin ABI wrappers over it.  Compiled against the real nvml.h. */
+#ifndef GPUSHARE_NVML_ENGINE_H
+#define GPUSHARE_NVML_ENGINE_H
+
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <nvml.h>
+
+#include "inventory.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define NVML_HIDDEN __attribute__((visibility("hidden")))
+
+struct nvmlDevice_st {
+    unsigned int index; /* container index */
+};
+
+/* nvmlInit*: load the inventory on the first reference. */
+NVML_HIDDEN nvmlReturn_t nvml_engine_init(void);
+/* nvmlShutdown: drop a reference (UNINITIALIZED when there is none). */
+NVML_HIDDEN nvmlReturn_t nvml_engine_shutdown(void);
+
+NVML_HIDDEN int nvml_initialised(void);
+/* The container view (valid while initialised). */
+NVML_HIDDEN const inventory_t *nvml_view(void);
+/* The card behind a handle; NULL when it is not one of ours. */
+NVML_HIDDEN const inv_gpu_t *nvml_gpu(nvmlDevice_t device);
+/* The handle of container index i (i < count). */
+NVML_HIDDEN nvmlDevice_t nvml_handle(unsigned int index);
+
+/* Copy a string the NVML way: INVALID_ARGUMENT for NULL, INSUFFICIENT_SIZE when short. */
+NVML_HIDDEN nvmlReturn_t nvml_copy_string(char *dst, unsigned int length, const char *src);
+
+/* Device used bytes from the node's process table (what processes hold). */
+NVML_HIDDEN unsigned long long nvml_used_bytes(const inv_gpu_t *gpu);
+
+/* Start of every device query: init, then the handle. */
+#define CHECK_DEVICE(dev, gpu)                           \
+    if (!nvml_initialised()) return NVML_ERROR_UNINITIALIZED; \
+    const inv_gpu_t *gpu = nvml_gpu(dev);                \
+    if (!gpu) return NVML_ERROR_INVALID_ARGUMENT
+
+/* ... then the output pointers. */
+#define CHECK_OUT(...)                                                       \
+    do {                                                                     \
+        const void *outs_[] = {__VA_ARGS__};                                 \
+        for (unsigned i_ = 0; i_ < sizeof outs_ / sizeof outs_[0]; i_++)     \
+            if (!outs_[i_]) return NVML_ERROR_INVALID_ARGUMENT;              \
+    } while (0)
+
+#endif
