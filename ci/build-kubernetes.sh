@@ -8,6 +8,9 @@
 # like the old hyperkube) links once instead of six times.
 #
 # Usage: ci/build-kubernetes.sh            (prints the bin directory on stdout)
+#        ci/build-kubernetes.sh --kubeadm  (kubeadm only, for kind node images: cached
+#                                          apart, so adding it never rebuilds the rest;
+#                                          prints the kubeadm binary's path)
 # Env:   K8S_VERSION (v1.34.4), ETCD_VERSION (v3.6.16), GPUSHARE_CACHE (/var/cache/gpushare-conformance)
 set -euo pipefail
 
@@ -19,6 +22,51 @@ BIN="$OUT/bin"
 TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 log() { echo "[build-kubernetes] $*" >&2; }
+
+if [[ "${1:-}" == "--kubeadm" ]]; then
+  KOUT="$CACHE/kubeadm-$K8S_VERSION"
+  if [[ -x "$KOUT/bin/kubeadm" && -f "$KOUT/.complete" ]]; then echo "$KOUT/bin/kubeadm"; exit 0; fi
+  export PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || { log "error: the Go toolchain ('go') is required"; exit 1; }
+  # Same settings and tags as the main build below, so Go's build cache serves every
+  # package the two share.
+  export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED="${CGO_ENABLED:-1}"
+  mkdir -p "$KOUT/src" "$KOUT/bin"
+  cd "$KOUT/src"
+  upstream_mod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  minor="${K8S_VERSION#v1.}"; staging_version="v0.${minor}"
+  mapfile -t staging < <(grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$upstream_mod" | awk '{print $1}' | sort -u)
+  [[ ${#staging[@]} -gt 20 ]] || { log "error: found only ${#staging[@]} staging modules in $upstream_mod"; exit 1; }
+  {
+    echo "module gpushare.local/kubeadm"; echo
+    echo "go $(awk '/^go /{print $2; exit}' "$upstream_mod")"; echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"; echo
+    echo "replace ("
+    for m in "${staging[@]}"; do echo "	$m => $m $staging_version"; done
+    echo ")"
+  } > go.mod
+  cat > main.go <<'GO'
+// Command kubeadm is upstream's cmd/kubeadm, built from the published module.
+package main
+
+import (
+	"k8s.io/kubernetes/cmd/kubeadm/app"
+	utilerrors "k8s.io/kubernetes/cmd/kubeadm/app/util/errors"
+)
+
+func main() { utilerrors.HandleError(app.Run()) }
+GO
+  go mod tidy >&2
+  log "compiling kubeadm $K8S_VERSION"
+  start=$(date +%s)
+  go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/component-base/version.gitTreeState=clean" -o "$KOUT/bin/kubeadm.tmp" . >&2
+  mv "$KOUT/bin/kubeadm.tmp" "$KOUT/bin/kubeadm"
+  log "kubeadm built in $(( $(date +%s) - start ))s"
+  "$KOUT/bin/kubeadm" version -o short >&2
+  touch "$KOUT/.complete"
+  echo "$KOUT/bin/kubeadm"
+  exit 0
+fi
 
 if [[ -x "$BIN/kube" && -x "$BIN/etcd" && -f "$OUT/.complete" ]]; then
   log "cached: $BIN"

@@ -47,7 +47,7 @@ start() {
   policy=$(iptables -w -S FORWARD 2>/dev/null | awk '$1=="-P"{print $3}')
   # runc through our wrapper: kind's --privileged node containers ask for every
   # capability, and runc fails on those missing from this host's bounding set.
-  install -m 0755 "$HERE/kind/node/usr/local/bin/gpushare-runc" "$RUN/gpushare-runc"
+  install -m 0755 "$HERE/kind/gpushare-runc" "$RUN/gpushare-runc"
   log "starting dockerd (log $LOG_DIR/dockerd.log)"
   # setsid: the daemon outlives this script and a Ctrl-C of its caller.
   setsid dockerd --pidfile "$PIDFILE" --exec-root "$RUN/exec" --data-root "$DATA_ROOT" \

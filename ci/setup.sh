@@ -16,6 +16,11 @@ fi
 step "installing the project into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip >&2
 .venv/bin/python -m pip install --quiet -e '.[dev]' >&2
+# testing-cabal's fixtures, for the test that installs it beside this project.
+wheels="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}/wheels"
+if ! ls "$wheels"/fixtures-*.whl >/dev/null 2>&1; then
+  .venv/bin/python -m pip download --quiet --no-deps fixtures -d "$wheels" >&2
+fi
 
 step "native GPU layer (make -C native)"
 make -s -C native >&2

@@ -6,7 +6,7 @@ set -euo pipefail
 CACHE="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}"
 SUITE="${ROOTFS_SUITE:-bookworm}"
 MIRROR="${ROOTFS_MIRROR:-http://deb.debian.org/debian}"
-PACKAGES="systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,conntrack,socat,ethtool,kmod,ca-certificates,procps,util-linux,mount,libseccomp2,ebtables"
+PACKAGES="systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,iproute2,conntrack,socat,ethtool,kmod,ca-certificates,procps,util-linux,mount,libseccomp2,ebtables,python3"
 OUT="$CACHE/kind-node-rootfs-$SUITE-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar"
 if [[ -f "$OUT" ]]; then echo "$OUT"; exit 0; fi
 [[ $(id -u) -eq 0 ]] || { echo "[build-node-rootfs] error: debootstrap needs root" >&2; exit 1; }

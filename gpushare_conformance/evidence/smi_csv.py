@@ -104,23 +104,29 @@ def _names_a_field(cell: str) -> bool:
 
 
 def looks_like_csv(text: str, fields_given: bool = False) -> bool:
-    """A header row naming a known field, or rows of comma-separated values.
+    """A header row naming a known field, rows to read with a given field list, or
+    rows of comma-separated values.
 
-    Without a header or a field list, rows must start with an integer (the index):
-    prose that happens to contain commas is not taken for a headerless query.
+    Without a header or a field list, rows must have several values and start with
+    an integer (the index): prose that happens to contain commas is not taken for a
+    headerless query.
     """
     rows = _rows(text)
-    if not rows or not all(len(cells) > 1 for _, cells in rows[:3]):
+    if not rows:
         return False
     if _header_fields(rows[0][1]) is not None:
-        return True
+        return True  # a query of one field has a header of one cell
+    if fields_given:
+        return True  # parse_csv checks every row against the given fields
+    if not all(len(cells) > 1 for _, cells in rows[:3]):
+        return False
     if any(_names_a_field(cell) for cell in rows[0][1]):
         return True  # a header with a bad cell: parse_csv says which
-    return fields_given or all(_INT.match(cells[0]) for _, cells in rows)
+    return all(_INT.match(cells[0]) for _, cells in rows)
 
 
 def is_placeholder(raw: str) -> bool:
-    return raw in PLACEHOLDERS or bool(_BRACKETED.match(raw))
+    return raw in ("[N/A]", "N/A", "")
 
 
 def _value(raw: str) -> str | None:

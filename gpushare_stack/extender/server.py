@@ -4,16 +4,27 @@ POST {prefix}/filter      ExtenderArgs -> ExtenderFilterResult
 POST {prefix}/prioritize  ExtenderArgs -> HostPriorityList
 POST {prefix}/bind        ExtenderBindingArgs -> ExtenderBindingResult
 GET  {prefix}/inspect[/<node>], GET /healthz
+
+A scheduler without nodeCacheCapable sends every candidate Node object (a NodeList of
+megabytes) with each filter and expects the kept ones back. The server reads such a
+request with msgspec: one pass keeps each node as its raw JSON (msgspec.Raw, a view
+of the request body), a second reads only a node's name, card annotation and
+capacity; the reply writes the kept nodes' raw JSON back unchanged. No node object
+is built as Python dicts or serialised again.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from gpushare_stack import contract
+from gpushare_stack.extender.nodes import MISSING, NodeSource, card_source
 from gpushare_stack.extender.state import ClusterState
 
 log = logging.getLogger(__name__)
@@ -34,31 +45,129 @@ def _field(body: dict[str, Any], name: str, kind: type, where: str) -> Any:
     return value
 
 
-def filter_result(state: ClusterState, args: dict[str, Any]) -> dict[str, Any]:
+# ---- reading ExtenderArgs ---------------------------------------------------------
+# One pass over the body splits the NodeList into each node's raw JSON; a second,
+# per node, reads the few fields the filter needs and skips the rest. Decoders are
+# built once; msgspec holds the GIL for a whole decode or encode, so the server's
+# threads share them.
+
+class _NodeList(msgspec.Struct):
+    """v1.NodeList with each field and each node kept raw (absent fields stay absent)."""
+
+    kind: msgspec.Raw | UnsetType = UNSET
+    apiVersion: msgspec.Raw | UnsetType = UNSET  # noqa: N815 (wire name)
+    metadata: msgspec.Raw | UnsetType = UNSET
+    items: list[msgspec.Raw] | None = None
+
+
+class _Args(msgspec.Struct):
+    Pod: Any = None
+    Nodes: _NodeList | None = None
+    NodeNames: Any = None
+
+
+class _Annotations(msgspec.Struct):
+    cards: str | UnsetType = msgspec.field(default=UNSET, name=contract.NODE_CARDS_ANNOTATION)
+
+
+class _Capacity(msgspec.Struct):
+    mem: Any = msgspec.field(default=UNSET, name=contract.RESOURCE_MEM)
+    count: Any = msgspec.field(default=UNSET, name=contract.RESOURCE_COUNT)
+
+
+class _NodeMeta(msgspec.Struct):
+    name: str = ""
+    annotations: _Annotations | None = None
+
+
+class _NodeStatus(msgspec.Struct):
+    capacity: _Capacity | None = None
+
+
+class _NodeView(msgspec.Struct):
+    """The parts of a v1.Node the filter reads; every other field is skipped."""
+
+    metadata: _NodeMeta | None = None
+    status: _NodeStatus | None = None
+
+
+_ARGS = msgspec.json.Decoder(_Args)
+_NODE = msgspec.json.Decoder(_NodeView)
+_ANY = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+
+
+def _node_source(view: _NodeView) -> NodeSource:
+    meta, status = view.metadata, view.status
+    if meta is None:
+        name, annotation = "", None
+    else:
+        name = meta.name
+        annotation = meta.annotations.cards if meta.annotations is not None else UNSET
+        annotation = None if annotation is UNSET else annotation
+    if annotation is None and status is not None and status.capacity is not None:
+        capacity = status.capacity
+        return NodeSource(name, card_source(None, MISSING if capacity.mem is UNSET else capacity.mem,
+                                            MISSING if capacity.count is UNSET else capacity.count))
+    return NodeSource(name, card_source(annotation))
+
+
+@dataclass
+class ExtenderArgs:
+    """A decoded ExtenderArgs: the pod, and either the node names or the node objects
+    (each kept as its raw JSON beside what the filter reads of it)."""
+
+    pod: dict[str, Any]
+    names: list[Any] | None = None         # NodeNames (nodeCacheCapable)
+    node_list: _NodeList | None = None     # Nodes, raw
+    sources: list[NodeSource] | None = None  # one per raw node
+
+    @property
+    def node_names(self) -> list[Any]:
+        if self.names is not None:
+            return self.names
+        return [ref.name for ref in self.sources or ()]
+
+
+def decode_extender_args(body: bytes) -> ExtenderArgs:
+    """Read ExtenderArgs; WireError names what does not follow the wire types."""
+    try:
+        args = _ARGS.decode(body)
+    except msgspec.DecodeError as exc:
+        raise WireError(f"gpushare: bad request body: {exc}") from None
+    pod = args.Pod
+    if not isinstance(pod, dict):
+        raise WireError(f"gpushare: ExtenderArgs.Pod must be a dict, got {pod!r}")
+    if args.NodeNames is not None:
+        if not isinstance(args.NodeNames, list):
+            raise WireError(f"gpushare: ExtenderArgs.NodeNames must be a list, got {args.NodeNames!r}")
+        return ExtenderArgs(pod, names=args.NodeNames)
+    if args.Nodes is None:
+        raise WireError("gpushare: ExtenderArgs.Nodes must be a dict, got None")
+    try:
+        sources = [_node_source(_NODE.decode(raw)) for raw in args.Nodes.items or ()]
+    except msgspec.DecodeError as exc:
+        raise WireError(f"gpushare: ExtenderArgs.Nodes holds a node that is not a v1.Node: {exc}") from None
+    return ExtenderArgs(pod, node_list=args.Nodes, sources=sources)
+
+
+def filter_result(state: ClusterState, args: ExtenderArgs) -> dict[str, Any]:
     """ExtenderFilterResult for ExtenderArgs (NodeNames when nodeCacheCapable, else Nodes)."""
-    pod = _field(args, "Pod", dict, "ExtenderArgs")
-    if args.get("NodeNames") is not None:
-        names = _field(args, "NodeNames", list, "ExtenderArgs")
-        outcome = state.filter(pod, names)
+    if args.names is not None:
+        outcome = state.filter(args.pod, args.names)
         return {"Nodes": None, "NodeNames": outcome.fits, "FailedNodes": outcome.failed,
                 "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
-    nodes = _field(args, "Nodes", dict, "ExtenderArgs")
-    items = nodes.get("items") or []
-    outcome = state.filter(pod, items)
+    node_list, sources = args.node_list or _NodeList(), args.sources or []
+    outcome = state.filter(args.pod, sources)
     keep = set(outcome.fits)
-    kept = [n for n in items if n.get("metadata", {}).get("name") in keep]
-    return {"Nodes": {**nodes, "items": kept}, "NodeNames": None, "FailedNodes": outcome.failed,
-            "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
+    # The kept nodes go back as the scheduler sent them: their raw JSON, in its order.
+    kept = [raw for raw, ref in zip(node_list.items or (), sources) if ref.name in keep]
+    return {"Nodes": msgspec.structs.replace(node_list, items=kept), "NodeNames": None,
+            "FailedNodes": outcome.failed, "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
 
 
-def prioritize_result(state: ClusterState, args: dict[str, Any]) -> list[dict[str, Any]]:
-    pod = _field(args, "Pod", dict, "ExtenderArgs")
-    if args.get("NodeNames") is not None:
-        names = _field(args, "NodeNames", list, "ExtenderArgs")
-    else:
-        nodes = _field(args, "Nodes", dict, "ExtenderArgs")
-        names = [n.get("metadata", {}).get("name") for n in nodes.get("items") or []]
-    return [{"Host": host, "Score": score} for host, score in state.prioritize(pod, names)]
+def prioritize_result(state: ClusterState, args: ExtenderArgs) -> list[dict[str, Any]]:
+    return [{"Host": host, "Score": score} for host, score in state.prioritize(args.pod, args.node_names)]
 
 
 def bind_result(backend: BindBackend | None, args: dict[str, Any]) -> dict[str, str]:
@@ -75,6 +184,17 @@ def bind_result(backend: BindBackend | None, args: dict[str, Any]) -> dict[str, 
         log.warning("bind %s/%s to %s failed: %s", namespace, name, node, exc)
         return {"Error": str(exc)}
     return {"Error": ""}
+
+
+def _decode_object(body: bytes) -> dict[str, Any]:
+    try:
+        args = _ANY.decode(body)
+    except msgspec.DecodeError as exc:
+        raise WireError(f"gpushare: bad request body: {exc}") from None
+    if not isinstance(args, dict):
+        raise WireError(f"gpushare: bad request body: request body must be a JSON object, "
+                        f"got {type(args).__name__}")
+    return args
 
 
 class ExtenderServer(ThreadingHTTPServer):
@@ -97,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s " + fmt, self.address_string(), *args)
 
     def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
+        data = _ENCODER.encode(body)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -127,20 +247,18 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         handlers = {
-            f"{prefix}/filter": lambda a: filter_result(self.server.state, a),
-            f"{prefix}/prioritize": lambda a: prioritize_result(self.server.state, a),
-            f"{prefix}/bind": lambda a: bind_result(self.server.binder, a),
+            f"{prefix}/filter": (decode_extender_args, lambda a: filter_result(self.server.state, a)),
+            f"{prefix}/prioritize": (decode_extender_args, lambda a: prioritize_result(self.server.state, a)),
+            f"{prefix}/bind": (_decode_object, lambda a: bind_result(self.server.binder, a)),
         }
-        handler = handlers.get(verb)
-        if handler is None:
+        decode, handler = handlers.get(verb, (None, None))
+        if decode is None or handler is None:
             self._send(404, {"Error": f"gpushare: no such verb {self.path!r}"})
             return
         try:
-            args = json.loads(raw)
-            if not isinstance(args, dict):
-                raise WireError(f"gpushare: request body must be a JSON object, got {type(args).__name__}")
-        except (json.JSONDecodeError, WireError) as exc:
-            self._send(400, {"Error": f"gpushare: bad request body: {exc}"})
+            args = decode(raw)
+        except WireError as exc:
+            self._send(400, {"Error": str(exc)})
             return
         if not self.server.state.synced.is_set() and not verb.endswith("/prioritize"):
             # Before the cache holds every pod's annotations a bind could double-book.

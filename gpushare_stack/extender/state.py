@@ -22,7 +22,7 @@ from gpushare_stack.allocation import (
     allocation_from_pod,
     is_terminated,
 )
-from gpushare_stack.extender.nodes import NodeCardsError, cards_from_node
+from gpushare_stack.extender.nodes import CardSource, NodeCardsError, NodeSource, cards_from_source, node_source
 from gpushare_stack.extender.selection import Card, Misfit
 from gpushare_stack.request import ShareRequest, ShareRequestError, is_share_pod, share_request
 
@@ -37,6 +37,14 @@ class BindError(RuntimeError):
 class _Node:
     cards: tuple[Card, ...] = ()
     error: str | None = None
+    source: CardSource | None = None  # what the cards were read from (nodes.card_source)
+
+
+def _read_node(name: str, source: CardSource) -> _Node:
+    try:
+        return _Node(cards=cards_from_source(name, source), source=source)
+    except NodeCardsError as exc:
+        return _Node(error=str(exc), source=source)
 
 
 @dataclass
@@ -76,19 +84,21 @@ class ClusterState:
         self._free_desc: dict[str, list[int]] = {}
         # Reasons already worked out per node and (count, share); dropped on any change.
         self._misfits: dict[str, dict[tuple[int, int], Misfit | None]] = {}
+        # Cards of node objects sent in filter requests whose card source differs from
+        # the informer's (or that it does not know), by name: parsed once per source.
+        self._object_nodes: dict[str, _Node] = {}
         self._pods: dict[tuple[str, str], dict[str, Any]] = {}
         self._pod_errors: dict[str, str] = {}
         self.synced = threading.Event()
 
     # ---- feeding -------------------------------------------------------------
     def upsert_node(self, node: Mapping[str, Any]) -> None:
-        name = str((node.get("metadata") or {}).get("name", ""))
-        try:
-            entry = _Node(cards=cards_from_node(node))
-        except NodeCardsError as exc:
-            entry = _Node(error=str(exc))
+        name, source = node_source(node)
         with self._lock:
-            self._nodes[name] = entry
+            known = self._nodes.get(name)
+            if known is not None and known.source == source:
+                return  # same cards (a status heartbeat, a label change)
+            self._nodes[name] = _read_node(name, source)
             self._refresh_free(name)
 
     def remove_node(self, name: str) -> None:
@@ -139,11 +149,16 @@ class ClusterState:
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
         """Relist: the given nodes are all there is."""
         with self._lock:
-            self._nodes.clear()
+            old = self._nodes
+            self._nodes = {}
             self._free_desc.clear()
             self._misfits.clear()
             for node in nodes:
-                self.upsert_node(node)
+                name, source = node_source(node)
+                known = old.get(name)
+                self._nodes[name] = known if known is not None and known.source == source \
+                    else _read_node(name, source)
+                self._refresh_free(name)
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
         """Relist: rebuild every allocation from the pods' annotations."""
@@ -195,25 +210,31 @@ class ClusterState:
         with self._lock:
             return dict(self._used.get(node, {}))
 
-    def _node_misfit(self, name: str, request: ShareRequest, node_obj: Mapping[str, Any] | None) -> Misfit | None:
-        if node_obj is not None:
-            try:
-                cards = cards_from_node(node_obj)
-            except NodeCardsError as exc:
-                return Misfit(str(exc), True)
-        else:
-            entry = self._nodes.get(name)
-            if entry is None:
-                return Misfit(f"gpushare: node {name} is not in the extender's cache", False)
-            if entry.error:
-                return Misfit(entry.error, True)
-            cards = entry.cards
-        return selection.misfit(name, cards, self._used.get(name, {}), request.count, request.per_card_gib)
+    def _node_misfit(self, name: str, request: ShareRequest, entry: _Node | None) -> Misfit | None:
+        if entry is None:
+            return Misfit(f"gpushare: node {name} is not in the extender's cache", False)
+        if entry.error:
+            return Misfit(entry.error, True)
+        return selection.misfit(name, entry.cards, self._used.get(name, {}), request.count, request.per_card_gib)
 
-    def filter(self, pod: Mapping[str, Any], nodes: Sequence[str | Mapping[str, Any]]) -> FilterOutcome:
-        """Split ``nodes`` (names, or node objects when not nodeCacheCapable)."""
+    def _object_node(self, ref: NodeSource) -> _Node:
+        """Cards of a node object the informer does not hold in this form (lock held)."""
+        entry = self._object_nodes.get(ref.name)
+        if entry is None or entry.source != ref.source:
+            if len(self._object_nodes) > 2 * len(self._nodes) + 1024:
+                self._object_nodes.clear()  # names long gone; bound the cache
+            entry = self._object_nodes[ref.name] = _read_node(ref.name, ref.source)
+        return entry
+
+    def filter(self, pod: Mapping[str, Any],
+               nodes: Sequence[str | NodeSource | Mapping[str, Any]]) -> FilterOutcome:
+        """Split ``nodes``: names (nodeCacheCapable), or the scheduler's node objects,
+        as mappings or as ``NodeSource``. A node object whose cards read as the
+        informer's gets the very same verdict as its name; any other is judged on its
+        own cards and the pods the extender knows on that node."""
         outcome = FilterOutcome()
-        names = [n if isinstance(n, str) else str((n.get("metadata") or {}).get("name", "")) for n in nodes]
+        refs = [n if isinstance(n, (str, NodeSource)) else node_source(n) for n in nodes]
+        names = [r if isinstance(r, str) else r.name for r in refs]
         try:
             if not is_share_pod(pod):  # not ours: the extender has no say over it
                 outcome.fits = list(names)
@@ -224,9 +245,10 @@ class ClusterState:
             return outcome
         count, share = request.count, request.per_card_gib
         with self._lock:
-            free_desc, misfits, key = self._free_desc, self._misfits, (count, share)
-            for name, node in zip(names, nodes):
-                if isinstance(node, str):
+            nodes_known, free_desc, misfits, key = self._nodes, self._free_desc, self._misfits, (count, share)
+            for name, ref in zip(names, refs):
+                entry = nodes_known.get(name)
+                if ref is name or (entry is not None and entry.source == ref.source):
                     free = free_desc.get(name)
                     if free is not None and len(free) >= count and free[count - 1] >= share:
                         outcome.fits.append(name)
@@ -235,11 +257,11 @@ class ClusterState:
                     if known is not None and key in known:
                         bad = known[key]
                     else:
-                        bad = self._node_misfit(name, request, None)
-                        if name in self._nodes:
+                        bad = self._node_misfit(name, request, entry)
+                        if entry is not None:
                             misfits.setdefault(name, {})[key] = bad
                 else:
-                    bad = self._node_misfit(name, request, node)
+                    bad = self._node_misfit(name, request, self._object_node(ref))
                 if bad is None:
                     outcome.fits.append(name)
                 elif bad.unresolvable:
@@ -273,7 +295,7 @@ class ClusterState:
                 raise BindError(f"gpushare: pod {meta.get('namespace')}/{meta.get('name')} is already "
                                 f"bound to {pod['spec']['nodeName']}")
             self._release(uid)  # an earlier failed attempt of the same pod
-            bad = self._node_misfit(node, request, None)
+            bad = self._node_misfit(node, request, self._nodes.get(node))
             if bad is not None:
                 raise BindError(bad.reason)
             cards = self._nodes[node].cards

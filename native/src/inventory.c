@@ -70,11 +70,14 @@ static void derive_uuid(const inv_gpu_t *g, unsigned int index, char *out, size_
              a & 0xffff, b >> 48, b & 0xffffffffffffULL);
 }
 
+/* "11.4" -> 11040: 1-3 digits, a dot, 1-2 digits (strict, as fixtures/inventory.py). */
 static int parse_cuda_version(const char *s, int *out) {
-    int major = 0, minor = 0;
-    char tail;
-    int n = sscanf(s, "%d.%d%c", &major, &minor, &tail);
-    if (n != 2 || major <= 0 || minor < 0 || minor > 99 || !isdigit((unsigned char)s[0])) return -1;
+    size_t a = strspn(s, "0123456789");
+    if (a < 1 || a > 3 || s[a] != '.') return -1;
+    size_t b = strspn(s + a + 1, "0123456789");
+    if (b < 1 || b > 2 || s[a + 1 + b] != '\0') return -1;
+    int major = atoi(s), minor = atoi(s + a + 1);
+    if (major <= 0) return -1;
     *out = major * 1000 + minor * 10;
     return 0;
 }
@@ -118,6 +121,10 @@ static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g
         int r = model_field_parse(own, ctx, key, vn, c->path, c->err, c->errlen);
         if (r < 0) return -1;
         if (r > 0) continue;
+        if (strcmp(key, "model") != 0 && strcmp(key, "uuid") != 0 && strcmp(key, "pci_bus_id") != 0)
+            return fail(c->err, c->errlen, c->path, inv_line(yaml_document_get_node(c->doc, p->key)),
+                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id or a profile field: %s)", ctx, key,
+                        model_field_names());
         const char *value = inv_scalar(vn);
         if (!value) return fail(c->err, c->errlen, c->path, line, "%s.%s: expected a single value", ctx, key);
         if (strcmp(key, "model") == 0) {
@@ -133,10 +140,6 @@ static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g
             if (normalise_bus_id(value, g->pci_bus_id, sizeof g->pci_bus_id) != 0)
                 return fail(c->err, c->errlen, c->path, line,
                             "%s.pci_bus_id: expected 'DDDDDDDD:BB:DD.F' (hex), got '%s'", ctx, value);
-        } else {
-            return fail(c->err, c->errlen, c->path, line,
-                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id or a profile field: %s)", ctx, key,
-                        model_field_names());
         }
     }
     *has_model = profile != NULL;
@@ -207,9 +210,8 @@ static int parse_body(pctx_t *c, inventory_t *inv, yaml_node_t *root, gpu_model_
         const char *value = inv_scalar(vn);
         int line = inv_line(vn);
         if (strcmp(key, "driver_version") == 0) {
-            int major;
-            if (!value || !*value || strlen(value) >= sizeof inv->driver_version || !isdigit((unsigned char)value[0]) ||
-                sscanf(value, "%d", &major) != 1 || major <= 0)
+            if (!value || strlen(value) >= sizeof inv->driver_version || !isdigit((unsigned char)value[0]) ||
+                atoi(value) <= 0)
                 return fail(err, errlen, path, line, "driver_version: expected a version like \"470.82.01\", got '%s'",
                             value ? value : "a list or mapping");
             strcpy(inv->driver_version, value);

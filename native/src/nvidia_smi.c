@@ -2,7 +2,8 @@
  * dynamically, so inside a container it shows what the isolation shim allows.  The
  * default table follows the real tool's layout for the driver generation NVML
  * reports: <450 and 450-529 (79 columns), 530-549 (89), 550-579 (91), 580+ (91 with
- * a "+---+" rule under the header), 610+ (KMD/UMD header). */
+ * a "+---+" rule under the header), 610+ (KMD/UMD header).  The Processes table lists
+ * the compute processes NVML reports (the mock CUDA's node-wide process table). */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <nvml.h>
 
@@ -125,6 +126,38 @@ static void timestamp_line(void) {
     printf("%s       \n", buf);
 }
 
+/* One row per compute process of each card, as NVML lists them; the number printed. */
+static int print_processes(const layout_t *L, unsigned int count) {
+    int printed = 0;
+    for (unsigned int i = 0; i < count; i++) {
+        nvmlDevice_t d;
+        nvmlProcessInfo_t procs[64];
+        unsigned int n = 64;
+        if (nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS) continue;
+        if (nvmlDeviceGetComputeRunningProcesses_v3(d, &n, procs) != NVML_SUCCESS) continue;
+        for (unsigned int j = 0; j < n; j++) {
+            char name[256] = "N/A", shown[256], line[512], head[64];
+            nvmlSystemGetProcessName(procs[j].pid, name, sizeof name);
+            if (L->id == L440)
+                snprintf(head, sizeof head, "%5u %9u %6s   ", i, procs[j].pid, "C");
+            else
+                snprintf(head, sizeof head, "%5u   %3s  %3s %*u %6s   ", i, "N/A", "N/A", L->id >= L550 ? 15 : 9,
+                         procs[j].pid, "C");
+            /* name, then the usage right-aligned in 10 columns and a blank before '|' */
+            int name_w = L->width - 2 - (int)strlen(head) - 11;
+            if (name_w < 8) name_w = 8;
+            if ((int)strlen(name) > name_w)
+                snprintf(shown, sizeof shown, "...%s", name + strlen(name) - (size_t)(name_w - 3));
+            else
+                snprintf(shown, sizeof shown, "%s", name);
+            snprintf(line, sizeof line, "%s%-*s %7lluMiB ", head, name_w, shown, procs[j].usedGpuMemory >> 20);
+            full_line(L, line);
+            printed++;
+        }
+    }
+    return printed;
+}
+
 static int print_table(void) {
     char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
     int cuda = 0;
@@ -201,8 +234,7 @@ static int print_table(void) {
         full_line(L, line);
     }
     rule(L, '|', '=', 0, '|');
-    /* The mock driver reports no processes; under a real driver use the real tool. */
-    full_line(L, "  No running processes found");
+    if (print_processes(L, count) == 0) full_line(L, "  No running processes found");
     rule(L, '+', '-', 0, '+');
     return RC_OK;
 }

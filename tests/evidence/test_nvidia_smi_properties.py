@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpushare_conformance.evidence import parse_nvidia_smi
+from gpushare_conformance.evidence import EvidenceParseError, parse_nvidia_smi
+from gpushare_conformance.evidence.smi_fields import KNOWN_FIELDS_LOWER, QUERY_GPU_ALIASES, QUERY_GPU_FIELDS
 from smi_render import LAYOUTS, Card, Mig, collapse, indent, memory_shown, printed_name, render_table, wrap
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -202,3 +204,148 @@ def test_xml_round_trip(gpus, driver):
     assert report.format == "xml" and report.driver_version == driver
     assert [(g.index, g.name, g.memory_used_mib, g.memory_total_mib) for g in report.gpus] == expected
     json.dumps(report.to_dict())  # serialisable
+
+
+# --- wide queries: any real --query-gpu fields, any order, any placeholders ---------
+
+ALL_PLACEHOLDERS = [
+    "[N/A]",
+    "N/A",
+    "[Not Supported]",
+    "[Unknown Error]",
+    "[Insufficient Permissions]",
+    "[Requested functionality has been deprecated]",
+    "[GPU is lost]",
+]
+_CORE_OF = {"index": "index", "name": "name", "gpu_name": "name", "uuid": "uuid", "gpu_uuid": "uuid",
+            "pci.bus_id": "pci.bus_id", "gpu_bus_id": "pci.bus_id", "memory.total": "memory.total",
+            "memory.used": "memory.used", "memory.free": "memory.free", "driver_version": "driver_version",
+            "mig.mode.current": "mig.mode.current", "fb_memory_usage.total": "memory.total"}
+# fields a newer driver might add: the parser must not need to know them
+future_fields = st.from_regex(r"\A[a-z]{2,8}(\.[a-z]{2,6}[A-Z][a-z]{1,6}){1,2}\Z").filter(lambda f: f.lower() not in KNOWN_FIELDS_LOWER)
+other_values = st.one_of(
+    st.sampled_from(["Enabled", "Disabled", "Not Active", "Active", "P0", "P8", "Default", "No", "Valid", "None", "0x3", "0x233010DE"]),
+    st.integers(0, 99999).map(str),
+    st.decimals(0, 1000, places=2).map(str),
+    st.from_regex(r"\A[0-9]{2}(\.[0-9]{2}){4}\Z"),
+)
+
+
+def _unit(field: str) -> str | None:
+    if field.startswith(("memory.", "protected_memory.")) or field == "fb_memory_usage.total":
+        return "MiB"
+    if field.startswith("utilization.") or field in ("fan.speed", "edpp_multiplier"):
+        return "%"
+    if field.startswith(("power.draw", "power.limit", "power.default_limit", "power.min_limit", "power.max_limit")) or field == "enforced.power.limit":
+        return "W"
+    if field.startswith("clocks.") and not field.startswith("clocks_"):
+        return "MHz"
+    if field.startswith("clocks_event_reasons_counters."):
+        return "us"
+    return None
+
+
+@st.composite
+def wide_csv_cases(draw):
+    real = sorted(set(QUERY_GPU_FIELDS + QUERY_GPU_ALIASES))
+    width = draw(st.integers(2, 200))
+    fields = draw(st.lists(st.sampled_from(real), min_size=1, max_size=width, unique=True))
+    fields += draw(st.lists(future_fields, max_size=4, unique=True))
+    if not any(_CORE_OF.get(f) in ("index", "name", "uuid", "memory.total", "memory.used", "memory.free") for f in fields):
+        fields.append("memory.total")
+    fields = draw(st.permutations(fields))
+    if "timestamp" in fields and draw(st.booleans()):
+        fields.remove("timestamp")
+        fields.insert(0, "timestamp")
+    header, units = draw(st.booleans()), draw(st.booleans())
+    rows, expected = [], []
+    driver = draw(versions)
+    for index in range(draw(st.integers(1, 8))):
+        total = draw(st.integers(1, 200000))
+        core = {
+            "index": str(index),
+            "name": draw(names),
+            "uuid": f"GPU-{draw(st.uuids())}",
+            "pci.bus_id": f"00000000:{index:02X}:00.0",
+            "memory.total": total,
+            "memory.used": draw(st.integers(0, total)),
+            "memory.free": draw(st.integers(0, total)),
+            "driver_version": driver,
+            "mig.mode.current": draw(st.sampled_from(["Enabled", "Disabled"])),
+        }
+        for key in core:
+            if key not in ("index", "driver_version") and draw(st.integers(0, 7)) == 0:
+                core[key] = draw(st.sampled_from(ALL_PLACEHOLDERS))
+        cells, other = [], {}
+        for field in fields:
+            key = _CORE_OF.get(field.lower())
+            if key is not None:
+                value = core[key]
+            elif field == "timestamp":
+                value = f"2026/12/03 09:41:{draw(st.integers(0, 59)):02d}.{draw(st.integers(0, 999)):03d}"
+            else:
+                value = draw(st.one_of(other_values, st.sampled_from(ALL_PLACEHOLDERS)))
+            shown = str(value)
+            if units and _unit(field) and shown not in ALL_PLACEHOLDERS:
+                shown = f"{shown} {_unit(field)}"
+            cells.append(shown)
+            if key is None:
+                other[field] = None if shown in ALL_PLACEHOLDERS else shown
+        rows.append(", ".join(cells))
+
+        def known(key):
+            value = core[key]
+            return None if value in ALL_PLACEHOLDERS or not any(_CORE_OF.get(f.lower()) == key for f in fields) else value
+
+        expected.append(
+            {
+                "index": index,
+                "name": known("name"),
+                "uuid": known("uuid"),
+                "bus": known("pci.bus_id"),
+                "total": known("memory.total"),
+                "used": known("memory.used"),
+                "free": known("memory.free"),
+                "other": other,
+            }
+        )
+    lines = []
+    if header:
+        lines.append(", ".join(f"{f} [{_unit(f)}]" if units and _unit(f) else f for f in fields))
+    return fields, header, "\n".join(lines + rows) + "\n", expected
+
+
+@SETTINGS
+@given(wide_csv_cases())
+def test_wide_csv_round_trip(case):
+    fields, header, text, expected = case
+    report = parse_nvidia_smi(text, csv_fields=None if header else fields)
+    assert report.format == "csv"
+    got = [
+        {
+            "index": g.index,
+            "name": g.name,
+            "uuid": g.uuid,
+            "bus": g.bus_id,
+            "total": g.memory_total_mib,
+            "used": g.memory_used_mib,
+            "free": g.memory_free_mib,
+            "other": g.other,
+        }
+        for g in report.gpus
+    ]
+    assert got == expected
+
+
+@SETTINGS
+@given(wide_csv_cases(), st.data())
+def test_wide_csv_row_cut_short_is_an_error(case, data):
+    fields, header, text, _ = case
+    lines = text.splitlines()
+    row = data.draw(st.integers(1 if header else 0, len(lines) - 1))
+    cells = lines[row].split(", ")
+    lines[row] = ", ".join(cells[:-1]) if len(cells) > 1 else lines[row] + ", 1"
+    with pytest.raises(EvidenceParseError) as info:
+        parse_nvidia_smi("\n".join(lines) + "\n", csv_fields=None if header else fields)
+    assert info.value.line_number == row + 1
+    assert f"expected {len(fields)} values" in str(info.value)

@@ -1,13 +1,15 @@
-"""Random devices written as each TensorFlow / PyTorch version logs them parse back."""
+"""Random devices written as each TensorFlow / PyTorch version logs them parse back,
+PyTorch out-of-memory messages included."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpushare_conformance.evidence import parse_tf_log
+from gpushare_conformance.evidence import EvidenceParseError, parse_tf_log
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GIB = 1 << 30
@@ -95,3 +97,106 @@ def test_tf_log_round_trip(case):
         for d in report.devices
     ]
     assert got == expected
+
+
+# PyTorch's caching allocator: format_size prints up to 1024 bytes as "<n> bytes", then
+# two decimals in KiB (to 1 MiB), MiB (to 1 GiB), GiB above.
+_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def format_size(size: int, bytes_word: str = "bytes") -> str:
+    if size <= 1024:
+        return f"{size} {bytes_word}"
+    if size <= 1 << 20:
+        return f"{size / 1024:.2f} KiB"
+    if size <= 1 << 30:
+        return f"{size / (1 << 20):.2f} MiB"
+    return f"{size / (1 << 30):.2f} GiB"
+
+
+def printed_bytes(shown: str) -> int:
+    number, unit = shown.split()
+    scale = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+    return round(Decimal(number) * scale)
+
+
+def oom_message(era: str, index: int, total: str, request: str, free: str, allocated: str) -> str:
+    if era == "1.x-cached":
+        return f"RuntimeError: CUDA out of memory. Tried to allocate {request} (GPU {index}; {total} total capacity; {allocated} already allocated; {free} free; {allocated} cached)"
+    if era == "pre-2.1":
+        return (
+            f"torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate {request} (GPU {index}; {total} total capacity; "
+            f"{allocated} already allocated; {free} free; {allocated} reserved in total by PyTorch) If reserved memory is >> allocated "
+            "memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+        )
+    if era == "pre-2.1-fraction":
+        return (
+            f"RuntimeError: CUDA out of memory. Tried to allocate {request} (GPU {index}; {total} total capacity; {allocated} already allocated; "
+            f"{free} free; {allocated} allowed; {allocated} reserved in total by PyTorch)"
+        )
+    capacity = "capacty" if era == "2.1" else "capacity"
+    return (
+        f"torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate {request}. GPU {index} has a total {capacity} of {total} "
+        f"of which {free} is free. Process 4242 has {allocated} memory in use. Of the allocated memory {allocated} is allocated by PyTorch, "
+        "and 20.00 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting max_split_size_mb "
+        "to avoid fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+    )
+
+
+ERAS = ["1.x-cached", "pre-2.1", "pre-2.1-fraction", "2.1", "2.2+"]
+# totals across every unit format_size picks, with the boundaries themselves
+totals = st.one_of(
+    st.integers(0, 1024),
+    st.integers(1025, 1 << 20),
+    st.integers((1 << 20) + 1, 1 << 30),
+    st.integers((1 << 30) + 1, 1 << 42),
+    st.sampled_from([1024, 1025, 1 << 20, (1 << 20) + 1, 1 << 30, (1 << 30) + 1, 4518313984, 85899345920]),
+)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    return [text[i : i + width] for i in range(0, len(text), width)]
+
+
+@st.composite
+def oom_logs(draw):
+    count = draw(st.integers(1, 6))
+    lines, expected = [], []
+    for index in draw(st.permutations(range(count))):
+        total = draw(totals)
+        bytes_word = draw(st.sampled_from(["bytes", "B"]))
+        shown = format_size(total, bytes_word)
+        meminfo = draw(st.booleans())
+        if meminfo:  # the probe's exact figure first, then the OOM that must agree with it
+            lines.append(f"torch.cuda.mem_get_info({index}): ({draw(st.integers(0, total))}, {total})")
+        for _ in range(draw(st.integers(1, 3))):
+            era = draw(st.sampled_from(ERAS))
+            message = oom_message(
+                era, index, shown, format_size(draw(st.integers(1, 1 << 40))), format_size(draw(st.integers(0, total)), bytes_word),
+                format_size(draw(st.integers(0, total))),
+            )
+            width = draw(st.sampled_from([None, 80, 120, 200]))
+            lines += [message] if width is None else _wrap(message, width)
+            lines += draw(st.lists(st.sampled_from(NOISE), max_size=2))
+        source = "torch-mem-get-info" if meminfo else None
+        expected.append((index, total if meminfo else printed_bytes(shown), source))
+    return "\n".join(lines) + "\n", sorted(expected)
+
+
+@SETTINGS
+@given(oom_logs())
+def test_torch_oom_round_trip(case):
+    text, expected = case
+    report = parse_tf_log(text)
+    got = [(d.index, d.total_memory_bytes, d.total_memory_source) for d in report.devices]
+    assert [(i, t) for i, t, _ in got] == [(i, t) for i, t, _ in expected]
+    for (_, _, source), (_, _, want) in zip(got, expected):
+        assert source == want or (want is None and source in ("torch-oom-pre-2.1", "torch-oom-2.1+"))
+
+
+@SETTINGS
+@given(st.tuples(totals, totals).filter(lambda pair: format_size(pair[0]) != format_size(pair[1])), st.sampled_from(ERAS), st.sampled_from(ERAS))
+def test_torch_oom_totals_that_differ_are_an_error(pair, era_a, era_b):
+    first, second = (oom_message(era, 0, format_size(total), "2.00 MiB", "0 bytes", "1.00 MiB") for era, total in zip((era_a, era_b), pair))
+    with pytest.raises(EvidenceParseError, match="GPU 0 total .* disagrees with"):
+        parse_tf_log(f"{first}\nAccuracy at step 10: 0.7226\n{second}\n")

@@ -8,11 +8,11 @@ restarts the real kubelet of the local cluster and checks the same plugin proces
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from gpushare_conformance.allocation import card_totals_mib, check_card_count, check_card_total
+from gpushare_conformance.fixtures.framework.wait import poll_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lifecycle, pytest.mark.disruptive]
 
@@ -69,15 +69,11 @@ def test_device_plugin_reregisters_after_kubelet_restart(cluster, suite) -> None
     last_report = _heartbeat(kube, node)
 
     LocalProvider(state_dir=cluster.details["state_dir"]).restart_component("kubelet", print)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not _reregistered(kube, uid):
-        time.sleep(1)
-    assert _reregistered(kube, uid), "the device plugin did not log registering again within 90 s of the kubelet restart"
-    while time.monotonic() < deadline and not _reported_since(kube, node, last_report, before):
-        time.sleep(1)
-    assert _reported_since(kube, node, last_report, before), (
-        f"90 s after the kubelet restart its reports show {RESOURCE}={_allocatable(kube, node)} "
-        f"(last report {_heartbeat(kube, node)}), was {before}")
+    poll_until(lambda: _reregistered(kube, uid), bool, timeout=suite.timeouts.restart,
+               what="the device plugin to log registering again after the kubelet restart")
+    poll_until(lambda: _reported_since(kube, node, last_report, before), bool, timeout=suite.timeouts.restart,
+               what=f"a kubelet report after the restart showing {RESOURCE}={before}",
+               describe=lambda _ok: f"{RESOURCE}={_allocatable(kube, node)}, last report {_heartbeat(kube, node)}")
     assert _plugin_pod(kube) == (uid, restarts), "the device plugin pod was replaced or restarted instead of re-registering"
 
     pod = suite.submit_share_pod("after-restart", 4, 2)

@@ -16,16 +16,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from gpushare_conformance.fixtures.framework import deploy
+from gpushare_conformance.fixtures.framework import deploy, stack
 from gpushare_conformance.fixtures.framework.kube import Kube
+from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.plugin import progress_printer
+from gpushare_conformance.profiles import PROFILES
 from gpushare_stack import faults
 
 pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
@@ -33,13 +34,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
 REPO = Path(__file__).resolve().parents[2]
 FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 NAMESPACE = deploy.STACK_NAMESPACE
-# What each component logs once it serves (after any FAULT INJECTED warning).
-SERVING_LINES = {
-    "gpushare-extender": "serving on",
-    "gpushare-device-plugin": "registered aliyun.com/gpu-mem",
-}
-ROLLOUTS = ("deployment/gpushare-extender", "daemonset/gpushare-device-plugin")
-ROLLOUT_TIMEOUT_S = 180
 CHILD_TIMEOUT_S = 900
 
 SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
@@ -94,41 +88,21 @@ CASES = [
 
 
 def apply_stack(kube: Kube, overlay: Path) -> None:
-    """``kubectl apply -k`` an overlay and wait until it serves: both rollouts done and
-    the node advertising aliyun.com/gpu-mem again (the device plugin re-registered)."""
-    kube.kubectl("apply", "-k", str(overlay), timeout=120)
-    for workload in ROLLOUTS:
-        kube.kubectl("rollout", "status", workload, "-n", NAMESPACE, f"--timeout={ROLLOUT_TIMEOUT_S}s",
-                     timeout=ROLLOUT_TIMEOUT_S + 30)
+    """``kubectl apply -k`` an overlay and wait until it serves: the rollouts done, each
+    new component pod logging that it serves, and the node advertising gpu-mem again."""
+    profile, timeouts = PROFILES["reference"], Timeouts()
+    kube.kubectl("apply", "-k", str(overlay), timeout=timeouts.apply)
+    deploy.wait_rollouts(kube, NAMESPACE, timeouts.restart, progress=lambda _msg: None)
     # A finished rollout and the node's allocatable prove little: the new pods may not
     # have logged a line yet, and the node object keeps the old plugin's figure until the
     # kubelet reports again. Wait for each new process to say it serves.
-    for component, line in SERVING_LINES.items():
-        wait_for_log_line(kube, component, line)
-    deploy.wait_stack_ready(kube, timeout=ROLLOUT_TIMEOUT_S, progress=lambda _msg: None)
-
-
-def wait_for_log_line(kube: Kube, component: str, line: str, timeout: float = 90) -> str:
-    """The live pod's log once it contains ``line``; fails with the log after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            log = component_log(kube, component)
-        except AssertionError:  # the old pod still terminating beside the new one
-            log = ""
-        if line in log:
-            return log
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{component} did not log {line!r} within {timeout:.0f}s; its log:\n{log[-2000:]}")
-        time.sleep(1)
+    stack.wait_serving(kube, profile, timeouts, progress=lambda _msg: None)
+    deploy.wait_gpu_nodes(kube, profile.node_resources[0], timeouts.stack_ready, progress=lambda _msg: None)
 
 
 def component_log(kube: Kube, component: str) -> str:
     """The log of the component's live pod (not one still terminating from the rollout)."""
-    pods = [p for p in kube.pods_by_selector(NAMESPACE, f"app={component}")
-            if not p["metadata"].get("deletionTimestamp")]
-    assert len(pods) == 1, f"expected one live {component} pod, found {[p['metadata']['name'] for p in pods]}"
-    return kube.kubectl("logs", pods[0]["metadata"]["name"], "-n", NAMESPACE, "--tail=-1", timeout=60)
+    return stack.component_log(kube, NAMESPACE, f"app={component}")
 
 
 def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:

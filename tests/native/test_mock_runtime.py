@@ -182,7 +182,7 @@ def installed(tmp_path: Path, seed_inventory: Path, native_root: Path) -> dict[s
         shutil.copy2(native_root / rel, drv / rel)
     record = tmp_path / "runc-called"
     runc = tmp_path / "runc"
-    runc.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\n')
+    runc.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\ngrep SigIgn /proc/$$/status > {record}.sigign\n')
     runc.chmod(0o755)
     (drv / "runtime.conf").write_text(f"runc={runc}\ninventory={seed_inventory}\n")
     bundle = tmp_path / "bundle"
@@ -278,3 +278,12 @@ def test_missing_inventory_and_config_are_named(installed):
     result = _run(installed, "state", "cid")
     assert result.returncode == 1
     assert f"gpushare-mock-runtime: cannot read {installed['drv'] / 'runtime.conf'}" in result.stderr
+
+
+def test_runc_starts_with_sigpipe_and_sigxfsz_not_ignored(installed):
+    """Ignored signals survive exec into the container's processes: the wrapper must not
+    pass on its interpreter's SIG_IGN for SIGPIPE and SIGXFSZ."""
+    assert _run(installed, "state", "cid").returncode == 0
+    mask = int(Path(f"{installed['record']}.sigign").read_text().split()[1], 16)
+    for signum in (13, 25):  # SIGPIPE, SIGXFSZ
+        assert not mask & (1 << (signum - 1)), f"signal {signum} ignored in runc: SigIgn {mask:#x}"
