@@ -27,4 +27,7 @@ make -s -C native >&2
 
 step "Kubernetes binaries (cached; the first build takes tens of minutes)"
 bash ci/build-kubernetes.sh >/dev/null
+step "kind provider: kubeadm and the kind CLI (cached; Docker is started by ci/docker-service.sh when used)"
+bash ci/build-kubernetes.sh --kubeadm >/dev/null
+bash ci/kind/build-kind.sh >/dev/null
 step "done"

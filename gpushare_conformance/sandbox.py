@@ -41,30 +41,18 @@ class Inventory:
 
 
 def load_inventory(path: str | os.PathLike[str]) -> Inventory:
-    """Read the mock inventory (the fields the sandbox needs; the C parser checks the rest)."""
+    """Read the mock inventory with the same rules as the mock libraries (YAML in any
+    style, per-model defaults), so the sandbox refuses exactly what the mocks refuse."""
+    from gpushare_conformance.fixtures.inventory import InventoryError
+    from gpushare_conformance.fixtures.inventory import load_inventory as parse
+
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise SandboxError(f"inventory {p}: cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise SandboxError(f"inventory {p}: not YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SandboxError(f"inventory {p}: expected a mapping with driver_version, cuda_version, gpus")
-    for key in ("driver_version", "cuda_version", "gpus"):
-        if key not in data:
-            raise SandboxError(f"inventory {p}: missing key '{key}'")
-    if not isinstance(data["gpus"], list):
-        raise SandboxError(f"inventory {p}: gpus: expected a list, got {data['gpus']!r}")
-    gpus = []
-    for i, g in enumerate(data["gpus"]):
-        if not isinstance(g, dict) or "name" not in g or "memory_mib" not in g:
-            raise SandboxError(f"inventory {p}: gpus[{i}]: expected name and memory_mib, got {g!r}")
-        mib = g["memory_mib"]
-        if not isinstance(mib, int) or isinstance(mib, bool) or mib <= 0:
-            raise SandboxError(f"inventory {p}: gpus[{i}].memory_mib: expected a positive integer, got {mib!r}")
-        gpus.append(MockGpu(name=str(g["name"]), memory_mib=mib))
-    return Inventory(p.resolve(), str(data["driver_version"]), str(data["cuda_version"]), tuple(gpus))
+        data = parse(p)
+    except InventoryError as exc:
+        raise SandboxError(str(exc)) from exc
+    gpus = tuple(MockGpu(name=str(g["name"]), memory_mib=int(g["memory_mib"])) for g in data["gpus"])
+    return Inventory(p.resolve(), str(data["driver_version"]), str(data.get("cuda_version", "")), gpus)
 
 
 _SIZE = re.compile(r"^(\d+)\s*(B|KiB|MiB|GiB|TiB)$")

@@ -19,18 +19,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("action", choices=("build",), help="what to do")
     parser.add_argument("--out", default="build/images", help="directory for the archives (default: build/images)")
-    parser.add_argument("--native-build", default=None, help="native build directory to ship (default: native/build, built if missing)")
-    parser.add_argument("--kind-node", action="store_true",
-                        help="build the kind node image instead (Docker image localhost/gpushare-conformance/kind-node:<k8s "
-                             "version>, for `kind create cluster --image`): systemd, containerd, the project's kubelet, "
-                             "kubeadm and control-plane images, no registry; needs root and a running Docker daemon")
-    parser.add_argument("--rebuild", action="store_true", help="with --kind-node: rebuild even when the image is up to date")
+    parser.add_argument(
+        "--native-build", default=None, help="native build directory to ship (default: native/build, built if missing)"
+    )
+    parser.add_argument(
+        "--kind-node",
+        action="store_true",
+        help="build the kind node image instead (Docker image localhost/gpushare-conformance/kind-node:<k8s "
+        "version>, for `kind create cluster --image`): systemd, containerd, the project's kubelet, "
+        "kubeadm and control-plane images, no registry; needs root and a running Docker daemon",
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help="with --kind-node: rebuild even when the image is up to date"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpushare_conformance.images.build import REPO, build_images
     import subprocess
+
+    from gpushare_conformance.images.build import REPO, build_images
 
     if args.kind_node:
         from gpushare_conformance.images.kindnode import KindNodeImageError, build_kind_node_image

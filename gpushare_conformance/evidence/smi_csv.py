@@ -20,7 +20,9 @@ Cells: values may contain spaces and slashes (`timestamp` is
 `[Requested functionality has been deprecated]`, any other bracketed text, bare
 `N/A`, an empty cell) read as None: unknown, not zero. `index` may be anywhere or
 absent; then the row order gives the index. A field queried twice (or under two
-spellings, `name` and `gpu_name`) must have the same value in both columns.
+spellings, `name` and `gpu_name`) must have the same value in both columns. A card
+listed twice (same index, UUID or bus id: several samples of `--loop`) is an error,
+not more cards.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def looks_like_csv(text: str, fields_given: bool = False) -> bool:
 
 
 def is_placeholder(raw: str) -> bool:
-    return raw in ("[N/A]", "N/A", "")
+    return raw in PLACEHOLDERS or bool(_BRACKETED.match(raw))
 
 
 def _value(raw: str) -> str | None:
@@ -225,7 +227,7 @@ def parse_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmiReport
         record: dict[str, str] = {}
         record_column: dict[str, str] = {}
         other: dict[str, str | None] = {}
-        for column, core, cell in zip(columns, cores, cells):
+        for column, core, cell in zip(columns, cores, cells, strict=True):
             if core is None:
                 other[column] = _value(cell)
                 continue
@@ -258,7 +260,24 @@ def parse_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmiReport
             if report.driver_version not in (None, driver):
                 raise EvidenceParseError(f"nvidia-smi CSV: driver_version differs between rows ({report.driver_version} vs {driver})", number, line)
             report.driver_version = driver
-        if any(existing.index == gpu.index for existing in report.gpus):
-            raise EvidenceParseError(f"nvidia-smi CSV: GPU index {gpu.index} listed twice", number, line)
+        for existing in report.gpus:
+            again = next(
+                (
+                    f"{what} {mine}"
+                    for what, mine, theirs in (
+                        ("index", gpu.index, existing.index),
+                        ("UUID", gpu.uuid, existing.uuid),
+                        ("bus id", gpu.bus_id, existing.bus_id),
+                    )
+                    if mine is not None and mine == theirs
+                ),
+                None,
+            )
+            if again is not None:
+                raise EvidenceParseError(
+                    f"nvidia-smi CSV: GPU {again} listed twice (a capture of several --loop samples? give one sample)",
+                    number,
+                    line,
+                )
         report.gpus.append(gpu)
     return report

@@ -36,6 +36,8 @@ IMAGE_REQUIREMENTS = (
     "nvidia-ml-py>=12.535",
     "numpy>=1.26",
     "scikit-learn>=1.4",
+    # the extender decodes requests with msgspec (gpushare_stack/extender/server.py)
+    "msgspec>=0.18",
 )
 IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
 APP_PACKAGES = ("gpushare_conformance", "gpushare_stack")

@@ -20,8 +20,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from gpushare_conformance.images.build import REPO, _pause_layer, cache_dir
 from gpushare_conformance.images.oci import ImageConfig, layer_from_directory, write_archive
@@ -39,11 +39,21 @@ BUILD_KEY_LABEL = "gpushare.conformance.io/build-key"
 NODE_FILES = REPO / "ci" / "kind" / "node"
 # What kube-proxy (iptables mode) runs inside its container, besides the kube binary.
 PROXY_TOOLS = (
-    "usr/sbin/xtables-nft-multi", "usr/sbin/conntrack",
+    "usr/sbin/xtables-nft-multi",
+    "usr/sbin/conntrack",
 )
 IPTABLES_NAMES = (
-    "iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore",
-    "iptables-nft", "iptables-nft-save", "iptables-nft-restore", "ip6tables-nft", "ip6tables-nft-save",
+    "iptables",
+    "iptables-save",
+    "iptables-restore",
+    "ip6tables",
+    "ip6tables-save",
+    "ip6tables-restore",
+    "iptables-nft",
+    "iptables-nft-save",
+    "iptables-nft-restore",
+    "ip6tables-nft",
+    "ip6tables-nft-save",
     "ip6tables-nft-restore",
 )
 
@@ -59,11 +69,13 @@ def control_plane_refs(version: str = K8S_VERSION) -> list[str]:
 
 def _run(argv: list[str], what: str, **kwargs) -> str:
     try:
-        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False, **kwargs)
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
     except FileNotFoundError as exc:
         raise KindNodeImageError(f"{what}: {argv[0]} not found") from exc
     if result.returncode != 0:
-        raise KindNodeImageError(f"{what} failed (exit {result.returncode}): {' '.join(argv)}\n{result.stderr.strip()[-2000:]}")
+        raise KindNodeImageError(
+            f"{what} failed (exit {result.returncode}): {' '.join(argv)}\n{result.stderr.strip()[-2000:]}"
+        )
     return result.stdout
 
 
@@ -74,8 +86,9 @@ def check_docker(docker: str = "docker") -> None:
             f"the Docker CLI ({docker}) is not installed: install Debian's docker.io "
             "(bash ci/install-host-deps.sh) and start the daemon (bash ci/docker-service.sh start)"
         )
-    result = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        [docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30, check=False
+    )
     if result.returncode != 0:
         raise KindNodeImageError(
             "the Docker daemon does not answer (start it: bash ci/docker-service.sh start): "
@@ -111,8 +124,13 @@ def build_key(kube_bin: Path, kubeadm: Path, rootfs: Path) -> str:
 
 
 def existing_key(ref: str, docker: str = "docker") -> str | None:
-    result = subprocess.run([docker, "image", "inspect", "-f", f'{{{{index .Config.Labels "{BUILD_KEY_LABEL}"}}}}', ref],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False)
+    result = subprocess.run(
+        [docker, "image", "inspect", "-f", f'{{{{index .Config.Labels "{BUILD_KEY_LABEL}"}}}}', ref],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        check=False,
+    )
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
@@ -128,8 +146,13 @@ def _library_closure(root: Path, binaries: list[str]) -> set[str]:
             continue
         seen.add(rel)
         _add_with_links(root, rel, wanted)
-        out = subprocess.run(["chroot", str(root), "ldd", "/" + rel], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, check=False).stdout
+        out = subprocess.run(
+            ["chroot", str(root), "ldd", "/" + rel],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        ).stdout
         for line in out.splitlines():
             match = re.search(r"(/\S+) \(0x", line)
             if match:
@@ -193,7 +216,9 @@ def _control_plane_archive(root: Path, kube_bin: Path, work: Path, progress: Pro
     for directory in ("tmp", "var/run", "run", "etc"):
         (base / directory).mkdir(parents=True, exist_ok=True)
     (base / "tmp").chmod(0o1777)
-    (base / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (base / "etc" / "passwd").write_text(
+        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
     (base / "etc" / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
     (base / "etc" / "nsswitch.conf").write_text("hosts: files dns\n")
     bin_dir = base / "usr" / "local" / "bin"
@@ -206,23 +231,32 @@ def _control_plane_archive(root: Path, kube_bin: Path, work: Path, progress: Pro
     layer = layer_from_directory(base, work / "layer-control-plane.tar")
     config = ImageConfig(
         env={"PATH": "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
-        labels={"org.opencontainers.image.source": "gpushare-conformance", "org.opencontainers.image.version": K8S_VERSION},
+        labels={
+            "org.opencontainers.image.source": "gpushare-conformance",
+            "org.opencontainers.image.version": K8S_VERSION,
+        },
     )
     return write_archive([layer], config, control_plane_refs(), work / "control-plane.oci.tar")
 
 
 def _pause_archive(work: Path, progress: Progress) -> Path:
-    return write_archive([_pause_layer(work, progress)], ImageConfig(entrypoint=["/pause"]), [PAUSE_REF],
-                         work / "pause.oci.tar")
+    return write_archive(
+        [_pause_layer(work, progress)], ImageConfig(entrypoint=["/pause"]), [PAUSE_REF], work / "pause.oci.tar"
+    )
 
 
 def _systemd_tweaks(root: Path) -> None:
     """What kind's base image does to Debian's systemd: no units the node container
     cannot or need not run (udev, getty, tmpfiles at boot), no kernel log reading."""
     system = root / "lib" / "systemd" / "system"
-    for pattern in ("multi-user.target.wants/*", "local-fs.target.wants/*", "sockets.target.wants/*udev*",
-                    "sockets.target.wants/*initctl*", "basic.target.wants/*",
-                    "sysinit.target.wants/systemd-tmpfiles-setup.service"):
+    for pattern in (
+        "multi-user.target.wants/*",
+        "local-fs.target.wants/*",
+        "sockets.target.wants/*udev*",
+        "sockets.target.wants/*initctl*",
+        "basic.target.wants/*",
+        "sysinit.target.wants/systemd-tmpfiles-setup.service",
+    ):
         for path in system.glob(pattern):
             path.unlink()
     for path in (root / "etc" / "systemd" / "system").glob("*.wants/*"):
@@ -239,7 +273,9 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
     progress("kind node image: Kubernetes binaries (ci/build-kubernetes.sh, cached)")
     kube_bin = _script_output([str(REPO / "ci" / "build-kubernetes.sh")], "ci/build-kubernetes.sh")
     progress("kind node image: kubeadm (ci/build-kubernetes.sh --kubeadm, cached)")
-    kubeadm = _script_output([str(REPO / "ci" / "build-kubernetes.sh"), "--kubeadm"], "ci/build-kubernetes.sh --kubeadm")
+    kubeadm = _script_output(
+        [str(REPO / "ci" / "build-kubernetes.sh"), "--kubeadm"], "ci/build-kubernetes.sh --kubeadm"
+    )
     progress("kind node image: node root filesystem (ci/kind/build-node-rootfs.sh, cached)")
     rootfs = _script_output([str(REPO / "ci" / "kind" / "build-node-rootfs.sh")], "ci/kind/build-node-rootfs.sh")
     key = build_key(kube_bin, kubeadm, rootfs)
@@ -266,21 +302,54 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
         shutil.copy2(kubeadm, usr_bin / "kubeadm")
         (root / "kind" / "version").write_text(K8S_VERSION + "\n")
         (root / "etc" / "kubernetes" / "manifests").mkdir(parents=True, exist_ok=True)
-        _run(["chroot", str(root), "systemctl", "enable", "containerd.service", "gpushare-preload.service",
-              "kubelet.service", "gpushare-podnet.service"], "enabling the node's units")
+        _run(
+            [
+                "chroot",
+                str(root),
+                "systemctl",
+                "enable",
+                "containerd.service",
+                "gpushare-preload.service",
+                "kubelet.service",
+                "gpushare-podnet.service",
+            ],
+            "enabling the node's units",
+        )
         _run(["chroot", str(root), "systemctl", "mask", "systemd-binfmt.service"], "masking systemd-binfmt")
+        previous = _image_id(NODE_IMAGE, docker)
         progress(f"kind node image: docker import as {NODE_IMAGE}")
         tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         try:
-            _run([docker, "import",
-                  "--change", 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]',
-                  "--change", "ENV container=docker",
-                  "--change", f"LABEL {BUILD_KEY_LABEL}={key}",
-                  "-", NODE_IMAGE], "docker import of the node image", stdin=tar.stdout)
+            _run(
+                [
+                    docker,
+                    "import",
+                    "--change",
+                    'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]',
+                    "--change",
+                    "ENV container=docker",
+                    "--change",
+                    f"LABEL {BUILD_KEY_LABEL}={key}",
+                    "-",
+                    NODE_IMAGE,
+                ],
+                "docker import of the node image",
+                stdin=tar.stdout,
+            )
         finally:
             if tar.stdout:
                 tar.stdout.close()
             tar.wait()
         if tar.returncode != 0:
             raise KindNodeImageError(f"tar of the node root filesystem failed (exit {tar.returncode})")
+    if previous and previous != _image_id(NODE_IMAGE, docker):
+        # the image it replaces, now untagged (kept while a container still uses it)
+        subprocess.run([docker, "rmi", previous], capture_output=True, check=False)
     return NODE_IMAGE
+
+
+def _image_id(ref: str, docker: str) -> str | None:
+    result = subprocess.run(
+        [docker, "image", "inspect", "-f", "{{.Id}}", ref], capture_output=True, text=True, check=False
+    )
+    return result.stdout.strip() or None if result.returncode == 0 else None

@@ -8,8 +8,8 @@ mock driver (native/toolkit/gpushare-mock-runtime), so Allocate mounts no driver
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from gpushare_stack import contract
 

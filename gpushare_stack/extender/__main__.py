@@ -19,25 +19,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpushare-extender",
         description="kube-scheduler extender that places pods asking aliyun.com/gpu-mem=N with "
-                    "label aliyun.com/gpu-count=M on M cards of one node, N/M GiB each.",
+        "label aliyun.com/gpu-count=M on M cards of one node, N/M GiB each.",
     )
-    parser.add_argument("--address", default="0.0.0.0",
-                        help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT,
-                        help="TCP port (default: %(default)s)")
-    parser.add_argument("--prefix", default=contract.EXTENDER_PREFIX,
-                        help="URL prefix of the verbs (default: %(default)s)")
-    parser.add_argument("--policy", choices=selection.POLICIES,
-                        default=os.environ.get("GPUSHARE_POLICY", selection.BINPACK),
-                        help="card placement: binpack fills cards up, spread uses the emptiest "
-                             "(default: env GPUSHARE_POLICY or %(default)s)")
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig file; default: the in-cluster service account")
-    parser.add_argument("--watch-timeout", type=int, default=300,
-                        help="seconds before a watch is re-opened (default: %(default)s)")
+    parser.add_argument("--address", default="0.0.0.0", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT, help="TCP port (default: %(default)s)")
+    parser.add_argument(
+        "--prefix", default=contract.EXTENDER_PREFIX, help="URL prefix of the verbs (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--policy",
+        choices=selection.POLICIES,
+        default=os.environ.get("GPUSHARE_POLICY", selection.BINPACK),
+        help="card placement: binpack fills cards up, spread uses the emptiest "
+        "(default: env GPUSHARE_POLICY or %(default)s)",
+    )
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file; default: the in-cluster service account")
+    parser.add_argument(
+        "--watch-timeout", type=int, default=300, help="seconds before a watch is re-opened (default: %(default)s)"
+    )
     parser.add_argument("--fault", choices=faults.EXTENDER_FAULTS, default=None, help=faults.EXTENDER_HELP)
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)"
+    )
     return parser
 
 
@@ -49,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     api = kubeclient.load(args.kubeconfig)
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=args.prefix)
-    logging.getLogger(__name__).info("serving on %s:%d%s (policy %s)", args.address, args.port,
-                                     args.prefix, args.policy)
+    logging.getLogger(__name__).info(
+        "serving on %s:%d%s (policy %s)", args.address, args.port, args.prefix, args.policy
+    )
     # As PID 1 of its container the process ignores SIGTERM unless it handles it, and
     # the kubelet would wait out the whole grace period before killing it.
     signal.signal(signal.SIGTERM, _exit_on_signal)

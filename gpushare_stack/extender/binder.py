@@ -9,8 +9,8 @@ from typing import Any
 from kubernetes import client
 
 from gpushare_stack.allocation import Allocation, bind_annotations
-from gpushare_stack.kubeclient import MERGE_PATCH
 from gpushare_stack.extender.state import BindError, ClusterState
+from gpushare_stack.kubeclient import MERGE_PATCH
 from gpushare_stack.request import is_share_pod
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,10 @@ class Binder:
             resp = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
             pod = json.loads(resp.data)
         if str(pod["metadata"].get("uid")) != uid:
-            raise BindError(f"gpushare: pod {namespace}/{name} has uid {pod['metadata'].get('uid')}, "
-                            f"the scheduler asked to bind uid {uid}")
+            raise BindError(
+                f"gpushare: pod {namespace}/{name} has uid {pod['metadata'].get('uid')}, "
+                f"the scheduler asked to bind uid {uid}"
+            )
         return pod
 
     def _create_binding(self, namespace: str, name: str, uid: str, node: str) -> None:
@@ -54,8 +56,8 @@ class Binder:
         alloc = self.state.assume(pod, node)
         try:
             self.core.patch_namespaced_pod(
-                name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}},
-                _content_type=MERGE_PATCH)
+                name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}}, _content_type=MERGE_PATCH
+            )
             self._create_binding(namespace, name, uid, node)
         except Exception:
             self.state.forget(uid)

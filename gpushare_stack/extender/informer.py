@@ -10,7 +10,8 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
@@ -36,14 +37,26 @@ class Informer:
 
     def start(self) -> None:
         for kind, lister, replace, upsert, remove in (
-            ("nodes", self.core.list_node, self.state.replace_nodes, self.state.upsert_node,
-             lambda o: self.state.remove_node(o["metadata"]["name"])),
-            ("pods", self.core.list_pod_for_all_namespaces, self.state.replace_pods,
-             self.state.upsert_pod, self.state.remove_pod),
+            (
+                "nodes",
+                self.core.list_node,
+                self.state.replace_nodes,
+                self.state.upsert_node,
+                lambda o: self.state.remove_node(o["metadata"]["name"]),
+            ),
+            (
+                "pods",
+                self.core.list_pod_for_all_namespaces,
+                self.state.replace_pods,
+                self.state.upsert_pod,
+                self.state.remove_pod,
+            ),
         ):
             threading.Thread(
-                target=self._run, args=(kind, lister, replace, upsert, remove),
-                name=f"informer-{kind}", daemon=True,
+                target=self._run,
+                args=(kind, lister, replace, upsert, remove),
+                name=f"informer-{kind}",
+                daemon=True,
             ).start()
         threading.Thread(target=self._mark_synced, daemon=True).start()
 
@@ -74,8 +87,11 @@ class Informer:
 
     def _watch(self, lister, version: str, upsert, remove) -> str:
         resp = lister(
-            watch=True, resource_version=version, allow_watch_bookmarks=True,
-            timeout_seconds=self.watch_timeout_s, _preload_content=False,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout_s,
+            _preload_content=False,
         )
         try:
             for line in iter_resp_lines(resp):

@@ -9,7 +9,8 @@ whole Node objects a scheduler without nodeCacheCapable sends with every filter)
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from gpushare_stack import contract
 from gpushare_stack.extender.selection import Card
@@ -52,8 +53,12 @@ def node_source(node: Mapping[str, Any]) -> NodeSource:
     meta = node.get("metadata") or {}
     annotation = (meta.get("annotations") or {}).get(contract.NODE_CARDS_ANNOTATION)
     capacity = (node.get("status") or {}).get("capacity") or {}
-    return NodeSource(str(meta.get("name", "")), card_source(
-        annotation, capacity.get(contract.RESOURCE_MEM, MISSING), capacity.get(contract.RESOURCE_COUNT, MISSING)))
+    return NodeSource(
+        str(meta.get("name", "")),
+        card_source(
+            annotation, capacity.get(contract.RESOURCE_MEM, MISSING), capacity.get(contract.RESOURCE_COUNT, MISSING)
+        ),
+    )
 
 
 def _quantity_int(value: Any, what: str) -> int:
@@ -77,11 +82,12 @@ def cards_from_source(name: str, source: CardSource) -> tuple[Card, ...]:
             raise NodeCardsError(f"gpushare: {where} must be a JSON list, got {raw!r}")
         cards = []
         for entry in entries:
-            if not isinstance(entry, dict) or not isinstance(entry.get("index"), int) \
-                    or not isinstance(entry.get("memory_gib"), int):
-                raise NodeCardsError(
-                    f"gpushare: {where}: each card needs integer index and memory_gib, got {entry!r}"
-                )
+            if (
+                not isinstance(entry, dict)
+                or not isinstance(entry.get("index"), int)
+                or not isinstance(entry.get("memory_gib"), int)
+            ):
+                raise NodeCardsError(f"gpushare: {where}: each card needs integer index and memory_gib, got {entry!r}")
             cards.append(Card(entry["index"], entry["memory_gib"], bool(entry.get("healthy", True))))
         if len({c.index for c in cards}) != len(cards):
             raise NodeCardsError(f"gpushare: {where} lists a card index twice: {raw!r}")

@@ -6,8 +6,8 @@ cluster or a server.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from gpushare_stack import contract
 
@@ -37,9 +37,7 @@ def free_gib(card: Card, used: Mapping[int, int]) -> int:
     return card.total_gib - used.get(card.index, 0)
 
 
-def misfit(
-    node: str, cards: Sequence[Card], used: Mapping[int, int], count: int, per_card_gib: int
-) -> Misfit | None:
+def misfit(node: str, cards: Sequence[Card], used: Mapping[int, int], count: int, per_card_gib: int) -> Misfit | None:
     """None if ``count`` distinct healthy cards each have ``per_card_gib`` free."""
     if not cards:
         return Misfit(f"gpushare: node {node} has no {contract.RESOURCE_MEM} cards", True)

@@ -9,8 +9,9 @@ A scheduler without nodeCacheCapable sends every candidate Node object (a NodeLi
 megabytes) with each filter and expects the kept ones back. The server reads such a
 request with msgspec: one pass keeps each node as its raw JSON (msgspec.Raw, a view
 of the request body), a second reads only a node's name, card annotation and
-capacity; the reply writes the kept nodes' raw JSON back unchanged. No node object
-is built as Python dicts or serialised again.
+capacity (and only for a node whose exact JSON it has not read before); the reply
+writes the kept nodes' raw JSON back unchanged. No node object is built as Python
+dicts or serialised again.
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ def _field(body: dict[str, Any], name: str, kind: type, where: str) -> Any:
 
 # ---- reading ExtenderArgs ---------------------------------------------------------
 # One pass over the body splits the NodeList into each node's raw JSON; a second,
-# per node, reads the few fields the filter needs and skips the rest. Decoders are
+# per node not seen before, reads the few fields the filter needs and skips the rest. Decoders are
 # built once; msgspec holds the GIL for a whole decode or encode, so the server's
-# threads share them.
+# threads share them. The structs are not tracked by the garbage collector (gc=False:
+# they hold no cycles), so a request of a thousand nodes adds no collector work.
 
-class _NodeList(msgspec.Struct):
+
+class _NodeList(msgspec.Struct, gc=False):
     """v1.NodeList with each field and each node kept raw (absent fields stay absent)."""
 
     kind: msgspec.Raw | UnsetType = UNSET
@@ -60,31 +63,31 @@ class _NodeList(msgspec.Struct):
     items: list[msgspec.Raw] | None = None
 
 
-class _Args(msgspec.Struct):
+class _Args(msgspec.Struct, gc=False):
     Pod: Any = None
     Nodes: _NodeList | None = None
     NodeNames: Any = None
 
 
-class _Annotations(msgspec.Struct):
+class _Annotations(msgspec.Struct, gc=False):
     cards: str | UnsetType = msgspec.field(default=UNSET, name=contract.NODE_CARDS_ANNOTATION)
 
 
-class _Capacity(msgspec.Struct):
+class _Capacity(msgspec.Struct, gc=False):
     mem: Any = msgspec.field(default=UNSET, name=contract.RESOURCE_MEM)
     count: Any = msgspec.field(default=UNSET, name=contract.RESOURCE_COUNT)
 
 
-class _NodeMeta(msgspec.Struct):
+class _NodeMeta(msgspec.Struct, gc=False):
     name: str = ""
     annotations: _Annotations | None = None
 
 
-class _NodeStatus(msgspec.Struct):
+class _NodeStatus(msgspec.Struct, gc=False):
     capacity: _Capacity | None = None
 
 
-class _NodeView(msgspec.Struct):
+class _NodeView(msgspec.Struct, gc=False):
     """The parts of a v1.Node the filter reads; every other field is skipped."""
 
     metadata: _NodeMeta | None = None
@@ -95,6 +98,26 @@ _ARGS = msgspec.json.Decoder(_Args)
 _NODE = msgspec.json.Decoder(_NodeView)
 _ANY = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
+
+# What each node object read as, by its exact JSON: between two scheduling cycles
+# most nodes are sent byte for byte as before, and a lookup costs a copy and a hash
+# of the bytes instead of a decode. A changed node (any field) is new bytes, read
+# afresh. Shared by the server's threads: a lost race only decodes twice.
+_SOURCES: dict[bytes, NodeSource] = {}
+_SOURCES_SLACK = 1024  # kept beyond four entries per node of the latest request
+
+
+def _node_sources(raw_nodes: list[msgspec.Raw]) -> list[NodeSource]:
+    if len(_SOURCES) > 4 * len(raw_nodes) + _SOURCES_SLACK:
+        _SOURCES.clear()  # old versions of nodes; start over
+    sources = []
+    for raw in raw_nodes:
+        key = bytes(raw)
+        ref = _SOURCES.get(key)
+        if ref is None:
+            ref = _SOURCES[key] = _node_source(_NODE.decode(key))
+        sources.append(ref)
+    return sources
 
 
 def _node_source(view: _NodeView) -> NodeSource:
@@ -107,8 +130,14 @@ def _node_source(view: _NodeView) -> NodeSource:
         annotation = None if annotation is UNSET else annotation
     if annotation is None and status is not None and status.capacity is not None:
         capacity = status.capacity
-        return NodeSource(name, card_source(None, MISSING if capacity.mem is UNSET else capacity.mem,
-                                            MISSING if capacity.count is UNSET else capacity.count))
+        return NodeSource(
+            name,
+            card_source(
+                None,
+                MISSING if capacity.mem is UNSET else capacity.mem,
+                MISSING if capacity.count is UNSET else capacity.count,
+            ),
+        )
     return NodeSource(name, card_source(annotation))
 
 
@@ -118,8 +147,8 @@ class ExtenderArgs:
     (each kept as its raw JSON beside what the filter reads of it)."""
 
     pod: dict[str, Any]
-    names: list[Any] | None = None         # NodeNames (nodeCacheCapable)
-    node_list: _NodeList | None = None     # Nodes, raw
+    names: list[Any] | None = None  # NodeNames (nodeCacheCapable)
+    node_list: _NodeList | None = None  # Nodes, raw
     sources: list[NodeSource] | None = None  # one per raw node
 
     @property
@@ -145,7 +174,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     if args.Nodes is None:
         raise WireError("gpushare: ExtenderArgs.Nodes must be a dict, got None")
     try:
-        sources = [_node_source(_NODE.decode(raw)) for raw in args.Nodes.items or ()]
+        sources = _node_sources(args.Nodes.items or [])
     except msgspec.DecodeError as exc:
         raise WireError(f"gpushare: ExtenderArgs.Nodes holds a node that is not a v1.Node: {exc}") from None
     return ExtenderArgs(pod, node_list=args.Nodes, sources=sources)
@@ -155,15 +184,25 @@ def filter_result(state: ClusterState, args: ExtenderArgs) -> dict[str, Any]:
     """ExtenderFilterResult for ExtenderArgs (NodeNames when nodeCacheCapable, else Nodes)."""
     if args.names is not None:
         outcome = state.filter(args.pod, args.names)
-        return {"Nodes": None, "NodeNames": outcome.fits, "FailedNodes": outcome.failed,
-                "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
+        return {
+            "Nodes": None,
+            "NodeNames": outcome.fits,
+            "FailedNodes": outcome.failed,
+            "FailedAndUnresolvableNodes": outcome.unresolvable,
+            "Error": "",
+        }
     node_list, sources = args.node_list or _NodeList(), args.sources or []
     outcome = state.filter(args.pod, sources)
     keep = set(outcome.fits)
     # The kept nodes go back as the scheduler sent them: their raw JSON, in its order.
-    kept = [raw for raw, ref in zip(node_list.items or (), sources) if ref.name in keep]
-    return {"Nodes": msgspec.structs.replace(node_list, items=kept), "NodeNames": None,
-            "FailedNodes": outcome.failed, "FailedAndUnresolvableNodes": outcome.unresolvable, "Error": ""}
+    kept = [raw for raw, ref in zip(node_list.items or (), sources, strict=True) if ref.name in keep]
+    return {
+        "Nodes": msgspec.structs.replace(node_list, items=kept),
+        "NodeNames": None,
+        "FailedNodes": outcome.failed,
+        "FailedAndUnresolvableNodes": outcome.unresolvable,
+        "Error": "",
+    }
 
 
 def prioritize_result(state: ClusterState, args: ExtenderArgs) -> list[dict[str, Any]]:
@@ -192,16 +231,20 @@ def _decode_object(body: bytes) -> dict[str, Any]:
     except msgspec.DecodeError as exc:
         raise WireError(f"gpushare: bad request body: {exc}") from None
     if not isinstance(args, dict):
-        raise WireError(f"gpushare: bad request body: request body must be a JSON object, "
-                        f"got {type(args).__name__}")
+        raise WireError(f"gpushare: bad request body: request body must be a JSON object, got {type(args).__name__}")
     return args
 
 
 class ExtenderServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], state: ClusterState,
-                 binder: BindBackend | None, prefix: str = contract.EXTENDER_PREFIX) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        state: ClusterState,
+        binder: BindBackend | None,
+        prefix: str = contract.EXTENDER_PREFIX,
+    ) -> None:
         self.state = state
         self.binder = binder
         self.prefix = prefix.rstrip("/")
@@ -233,7 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == f"{prefix}/inspect":
             self._send(200, self.server.state.inspect())
         elif path.startswith(f"{prefix}/inspect/"):
-            node = path[len(prefix) + len("/inspect/"):]
+            node = path[len(prefix) + len("/inspect/") :]
             try:
                 self._send(200, self.server.state.inspect(node))
             except KeyError:

@@ -11,17 +11,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from gpushare_stack import faults
-from gpushare_stack.extender import selection
 from gpushare_stack.allocation import (
     Allocation,
     AllocationAnnotationError,
     allocation_from_pod,
     is_terminated,
 )
+from gpushare_stack.extender import selection
 from gpushare_stack.extender.nodes import CardSource, NodeCardsError, NodeSource, cards_from_source, node_source
 from gpushare_stack.extender.selection import Card, Misfit
 from gpushare_stack.request import ShareRequest, ShareRequestError, is_share_pod, share_request
@@ -64,16 +65,16 @@ def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
 class ClusterState:
     """Cards per node, allocations per pod, and the usage they add up to."""
 
-    def __init__(self, policy: str = selection.BINPACK, clock: Callable[[], int] = time.time_ns,
-                 fault: str | None = None) -> None:
+    def __init__(
+        self, policy: str = selection.BINPACK, clock: Callable[[], int] = time.time_ns, fault: str | None = None
+    ) -> None:
         if policy not in selection.POLICIES:
             raise ValueError(f"gpushare: --policy must be one of {selection.POLICIES}, got {policy!r}")
         if fault is not None and fault not in faults.EXTENDER_FAULTS:
             raise ValueError(f"gpushare: --fault must be one of {faults.EXTENDER_FAULTS}, got {fault!r}")
         self.policy = policy
         self.fault = fault  # faults.py: only for proving the suite catches a broken stack
-        self._share_request = (faults.ignore_integer_rule if fault == faults.IGNORE_INTEGER_RULE
-                               else share_request)
+        self._share_request = faults.ignore_integer_rule if fault == faults.IGNORE_INTEGER_RULE else share_request
         self._clock = clock
         self._lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}
@@ -115,7 +116,8 @@ class ClusterState:
             return
         used = self._used.get(name, {})
         self._free_desc[name] = sorted(
-            (c.total_gib - used.get(c.index, 0) for c in entry.cards if c.healthy), reverse=True)
+            (c.total_gib - used.get(c.index, 0) for c in entry.cards if c.healthy), reverse=True
+        )
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         """Record a pod's latest state. Its annotations are authoritative once it is
@@ -156,8 +158,7 @@ class ClusterState:
             for node in nodes:
                 name, source = node_source(node)
                 known = old.get(name)
-                self._nodes[name] = known if known is not None and known.source == source \
-                    else _read_node(name, source)
+                self._nodes[name] = known if known is not None and known.source == source else _read_node(name, source)
                 self._refresh_free(name)
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
@@ -226,8 +227,7 @@ class ClusterState:
             entry = self._object_nodes[ref.name] = _read_node(ref.name, ref.source)
         return entry
 
-    def filter(self, pod: Mapping[str, Any],
-               nodes: Sequence[str | NodeSource | Mapping[str, Any]]) -> FilterOutcome:
+    def filter(self, pod: Mapping[str, Any], nodes: Sequence[str | NodeSource | Mapping[str, Any]]) -> FilterOutcome:
         """Split ``nodes``: names (nodeCacheCapable), or the scheduler's node objects,
         as mappings or as ``NodeSource``. A node object whose cards read as the
         informer's gets the very same verdict as its name; any other is judged on its
@@ -246,7 +246,7 @@ class ClusterState:
         count, share = request.count, request.per_card_gib
         with self._lock:
             nodes_known, free_desc, misfits, key = self._nodes, self._free_desc, self._misfits, (count, share)
-            for name, ref in zip(names, refs):
+            for name, ref in zip(names, refs, strict=True):
                 entry = nodes_known.get(name)
                 if ref is name or (entry is not None and entry.source == ref.source):
                     free = free_desc.get(name)
@@ -280,8 +280,14 @@ class ClusterState:
             for name in names:
                 entry = self._nodes.get(name)
                 cards = entry.cards if entry and not entry.error else ()
-                result.append((name, selection.score(
-                    cards, self._used.get(name, {}), request.count, request.per_card_gib, self.policy)))
+                result.append(
+                    (
+                        name,
+                        selection.score(
+                            cards, self._used.get(name, {}), request.count, request.per_card_gib, self.policy
+                        ),
+                    )
+                )
             return result
 
     # ---- binding -------------------------------------------------------------
@@ -292,24 +298,30 @@ class ClusterState:
         uid = str(meta.get("uid", ""))
         with self._lock:
             if (pod.get("spec") or {}).get("nodeName"):
-                raise BindError(f"gpushare: pod {meta.get('namespace')}/{meta.get('name')} is already "
-                                f"bound to {pod['spec']['nodeName']}")
+                raise BindError(
+                    f"gpushare: pod {meta.get('namespace')}/{meta.get('name')} is already "
+                    f"bound to {pod['spec']['nodeName']}"
+                )
             self._release(uid)  # an earlier failed attempt of the same pod
             bad = self._node_misfit(node, request, self._nodes.get(node))
             if bad is not None:
                 raise BindError(bad.reason)
             cards = self._nodes[node].cards
             chosen = selection.select_cards(
-                cards, self._used.get(node, {}), request.count, request.per_card_gib, self.policy)
+                cards, self._used.get(node, {}), request.count, request.per_card_gib, self.policy
+            )
             if chosen is None:  # misfit() said it fits; guard the invariant anyway
                 raise BindError(f"gpushare: no {request.count} cards with {request.per_card_gib} GiB free on {node}")
-            containers = {c.index: {i: request.container_per_card(c) for i in chosen}
-                          for c in request.containers}
+            containers = {c.index: {i: request.container_per_card(c) for i in chosen} for c in request.containers}
             if self.fault == faults.UNEVEN_SPLIT:
                 containers = {c: faults.uneven_split(cards) for c, cards in containers.items()}
             alloc = Allocation(
-                uid=uid, namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-                node=node, containers=containers, assume_time_ns=self._clock(),
+                uid=uid,
+                namespace=str(meta.get("namespace", "")),
+                name=str(meta.get("name", "")),
+                node=node,
+                containers=containers,
+                assume_time_ns=self._clock(),
             )
             self._hold(alloc)
             return alloc
@@ -339,10 +351,15 @@ class ClusterState:
                         for a in sorted(by_node.get(name, []), key=lambda a: (a.namespace, a.name))
                         if card.index in a.per_card
                     ]
-                    devs.append({
-                        "id": card.index, "totalGPU": card.total_gib,
-                        "usedGPU": sum(p["usedGPU"] for p in pods), "healthy": card.healthy, "pods": pods,
-                    })
+                    devs.append(
+                        {
+                            "id": card.index,
+                            "totalGPU": card.total_gib,
+                            "usedGPU": sum(p["usedGPU"] for p in pods),
+                            "healthy": card.healthy,
+                            "pods": pods,
+                        }
+                    )
                 item: dict[str, Any] = {
                     "name": name,
                     "totalGPU": sum(d["totalGPU"] for d in devs),

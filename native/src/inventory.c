@@ -173,7 +173,8 @@ static void finish_card(inventory_t *inv, unsigned int i, const gpu_model_t *own
     else g->model.memory_mib = 0; /* a name-matched profile never sizes the card */
     model_overlay(&g->model, own);
     model_derive(&g->model);
-    snprintf(g->name, sizeof g->name, "%s", g->model.name);
+    _Static_assert(sizeof g->name == sizeof g->model.name, "card and profile names have one size");
+    memcpy(g->name, g->model.name, sizeof g->name);
     g->memory_mib = g->model.memory_mib;
     g->physical_index = i;
     if (!g->uuid[0]) derive_uuid(g, i, g->uuid, sizeof g->uuid);

@@ -14,7 +14,7 @@
 #define INV_UUID_LEN 80
 #define INV_BUSID_LEN 32
 #define INV_VERSION_LEN 32
-#define INV_ERROR_LEN 512
+#define INV_ERROR_LEN 1536
 
 typedef struct {
     char name[INV_NAME_LEN];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpu_models.h"
+#include "inventory.h"
 #include "inventory_yaml.h"
 
 #ifndef GPU_MODELS_YAML
@@ -33,7 +34,7 @@ static unsigned int g_model_count;
 static struct { unsigned int driver; char cuda[16]; } g_cuda[MAX_CUDA];
 static unsigned int g_cuda_count;
 static char g_ids[MAX_MODELS * (GPU_MODEL_ID_LEN + 2)];
-static char g_err[512];
+static char g_err[INV_ERROR_LEN];
 static int g_rc = -1;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 

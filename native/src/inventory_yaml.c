@@ -9,7 +9,7 @@
 #include <string.h>
 
 int inv_fail(char *err, size_t errlen, const char *path, int line, const char *fmt, ...) {
-    char msg[512];
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -56,7 +56,7 @@ int inv_yaml_load(const char *text, const char *path, yaml_document_t *doc, char
     yaml_document_t extra;
     if (yaml_document_get_root_node(doc) && yaml_parser_load(&parser, &extra)) {
         yaml_node_t *root = yaml_document_get_root_node(&extra);
-        if (root) rc = inv_fail(err, errlen, path, inv_line(root), "more than one YAML document");
+        if (root) rc = inv_fail(err, errlen, path, (int)extra.start_mark.line + 1, "more than one YAML document");
         yaml_document_delete(&extra);
     } else if (parser.error != YAML_NO_ERROR) {
         rc = inv_fail(err, errlen, path, (int)parser.problem_mark.line + 1, "YAML syntax error: %s",

@@ -1,10 +1,10 @@
-/* Mock libcuda.so.1: the CUDA driver API subset that a TensorFlow-1.x-style probe
- * uses, backed by the mock inventory.  The container view (NVIDIA_VISIBLE_DEVICES)
- * is narrowed by CUDA_VISIBLE_DEVICES as real CUDA does.  Memory is accounted per
- * process against the physical card: an allocation beyond it fails with
- * CUDA_ERROR_OUT_OF_MEMORY.  No device memory exists; pointers are opaque. */
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+/* Mock libcuda.so.1, core: initialisation, devices, contexts and error strings,
+ * backed by the mock inventory.  The container view (NVIDIA_VISIBLE_DEVICES) is
+ * narrowed by CUDA_VISIBLE_DEVICES as real CUDA does.  Memory lives in cuda_memory.c,
+ * cuda_pool.c and cuda_vmm.c, copies in cuda_copy.c and cuda_copy2d.c, streams in
+ * cuda_streams.c, cuGetProcAddress in cuda_procaddr.c; every other entry point of
+ * cuda.h is a generated stub. */
+#include "cuda_internal.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -15,12 +15,7 @@
 
 #include "cuda_errors.h"
 #include "gpu_models.h"
-#include "inventory.h"
 
-#define EXPORT __attribute__((visibility("default")))
-#define MIB (1ULL << 20)
-/* Memory the driver keeps per process and card while a context exists. */
-#define CONTEXT_RESERVE_BYTES (304ULL * MIB)
 #define MAX_CONTEXTS 256
 #define CTX_MAGIC 0x63747821u
 
@@ -34,66 +29,15 @@ struct CUctx_st {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_init_state; /* 0 = not called, 1 = ok, -1 = failed */
 static CUresult g_init_result;
-static inventory_t g_view; /* after CUDA_VISIBLE_DEVICES */
+inventory_t cuda_view; /* after CUDA_VISIBLE_DEVICES */
+#define g_view cuda_view
 
 static struct CUctx_st g_primary[INV_MAX_GPUS];
 static int g_primary_refs[INV_MAX_GPUS];
 static CUcontext g_created[MAX_CONTEXTS];
-static int g_contexts_on[INV_MAX_GPUS]; /* live contexts per device */
-static unsigned long long g_used[INV_MAX_GPUS];
-static unsigned long long g_next_addr[INV_MAX_GPUS];
 
 static __thread CUcontext t_stack[32];
 static __thread int t_depth;
-
-/* ---- allocation table: device pointer -> size, open addressing ----------------- */
-typedef struct {
-    CUdeviceptr ptr; /* 0 = empty, 1 = tombstone */
-    size_t size;
-    int device;
-} alloc_slot_t;
-static alloc_slot_t *g_allocs;
-static size_t g_alloc_cap, g_alloc_count, g_alloc_tomb;
-
-static size_t hash_ptr(CUdeviceptr p) { return (size_t)((p >> 9) * 0x9E3779B97F4A7C15ULL); }
-
-static int alloc_insert(CUdeviceptr ptr, size_t size, int device);
-
-static int alloc_grow(void) {
-    size_t old_cap = g_alloc_cap;
-    alloc_slot_t *old = g_allocs;
-    size_t cap = old_cap ? old_cap * 2 : 1024;
-    alloc_slot_t *fresh = calloc(cap, sizeof *fresh);
-    if (!fresh) return -1;
-    g_allocs = fresh;
-    g_alloc_cap = cap;
-    g_alloc_count = g_alloc_tomb = 0;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i].ptr > 1) alloc_insert(old[i].ptr, old[i].size, old[i].device);
-    free(old);
-    return 0;
-}
-
-static int alloc_insert(CUdeviceptr ptr, size_t size, int device) {
-    if ((g_alloc_count + g_alloc_tomb + 1) * 2 > g_alloc_cap && alloc_grow() != 0) return -1;
-    size_t mask = g_alloc_cap - 1;
-    for (size_t i = hash_ptr(ptr) & mask;; i = (i + 1) & mask)
-        if (g_allocs[i].ptr <= 1) {
-            if (g_allocs[i].ptr == 1) g_alloc_tomb--;
-            g_allocs[i] = (alloc_slot_t){ptr, size, device};
-            g_alloc_count++;
-            return 0;
-        }
-}
-
-static alloc_slot_t *alloc_find(CUdeviceptr ptr) {
-    if (!g_alloc_cap || ptr <= 1) return NULL;
-    size_t mask = g_alloc_cap - 1;
-    for (size_t i = hash_ptr(ptr) & mask;; i = (i + 1) & mask) {
-        if (g_allocs[i].ptr == ptr) return &g_allocs[i];
-        if (g_allocs[i].ptr == 0) return NULL;
-    }
-}
 
 /* ---- initialisation ------------------------------------------------------------ */
 
@@ -144,7 +88,6 @@ EXPORT CUresult cuInit(unsigned int Flags) {
             g_init_result = g_view.gpu_count ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
             for (unsigned int i = 0; i < g_view.gpu_count; i++) {
                 g_primary[i] = (struct CUctx_st){CTX_MAGIC, (CUdevice)i, 1, 0};
-                g_next_addr[i] = 0x100000000000ULL + ((unsigned long long)i << 40);
             }
         }
     }
@@ -154,9 +97,8 @@ EXPORT CUresult cuInit(unsigned int Flags) {
 }
 
 static int ready(void) { return __atomic_load_n(&g_init_state, __ATOMIC_ACQUIRE) == 1; }
-
-#define CHECK_INIT() \
-    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED
+int cuda_stub_initialised(void) { return ready(); }
+int cuda_device_valid(CUdevice dev) { return ready() && dev >= 0 && (unsigned int)dev < g_view.gpu_count; }
 #define CHECK_DEVICE(dev)                                           \
     CHECK_INIT();                                                   \
     if ((dev) < 0 || (unsigned int)(dev) >= g_view.gpu_count) return CUDA_ERROR_INVALID_DEVICE
@@ -328,6 +270,23 @@ static int ctx_valid(CUcontext c) {
 
 static CUcontext current(void) { return t_depth > 0 ? t_stack[t_depth - 1] : NULL; }
 
+CUcontext cuda_current_context(void) { return current(); }
+
+CUresult cuda_current_device(CUdevice *dev) {
+    CHECK_INIT();
+    CUcontext c = current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = c->device;
+    return CUDA_SUCCESS;
+}
+
+int cuda_context_device(CUcontext ctx) {
+    pthread_mutex_lock(&g_lock);
+    int dev = ctx_valid(ctx) ? ctx->device : -1;
+    pthread_mutex_unlock(&g_lock);
+    return dev;
+}
+
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     CHECK_DEVICE(dev);
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
@@ -335,12 +294,14 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev
     int slot = -1;
     for (int i = 0; i < MAX_CONTEXTS; i++)
         if (!g_created[i]) { slot = i; break; }
-    int fits = g_used[dev] + (g_contexts_on[dev] ? 0 : CONTEXT_RESERVE_BYTES) <= g_view.gpus[dev].memory_mib * MIB;
-    CUcontext c = (slot >= 0 && fits) ? calloc(1, sizeof *c) : NULL;
+    CUcontext c = slot >= 0 ? calloc(1, sizeof *c) : NULL;
+    if (c && cuda_card_context(dev, +1) != 0) {
+        free(c);
+        c = NULL;
+    }
     if (c) {
         *c = (struct CUctx_st){CTX_MAGIC, dev, 0, flags};
         g_created[slot] = c;
-        g_contexts_on[dev]++;
     }
     pthread_mutex_unlock(&g_lock);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -359,7 +320,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
         if (ctx && g_created[i] == ctx) found = i;
     if (found >= 0) {
         g_created[found] = NULL;
-        g_contexts_on[ctx->device]--;
+        cuda_card_context(ctx->device, -1);
     }
     pthread_mutex_unlock(&g_lock);
     if (found < 0) return CUDA_ERROR_INVALID_CONTEXT; /* also refuses primary contexts */
@@ -438,10 +399,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     pthread_mutex_lock(&g_lock);
     CUresult rc = CUDA_SUCCESS;
     if (g_primary_refs[dev] == 0) {
-        if (!g_contexts_on[dev] && g_used[dev] + CONTEXT_RESERVE_BYTES > g_view.gpus[dev].memory_mib * MIB)
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        else
-            g_contexts_on[dev]++;
+        if (cuda_card_context(dev, +1) != 0) rc = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (rc == CUDA_SUCCESS) {
         g_primary_refs[dev]++;
@@ -458,11 +416,37 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     if (g_primary_refs[dev] == 0)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     else if (--g_primary_refs[dev] == 0)
-        g_contexts_on[dev]--;
+        cuda_card_context(dev, -1);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+
+EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+    CHECK_DEVICE(dev);
+    if (flags & ~(unsigned int)(CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX)) return CUDA_ERROR_INVALID_VALUE;
+    g_primary[dev].flags = flags;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) { return cuDevicePrimaryCtxSetFlags_v2(dev, flags); }
+
+EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version) {
+    CHECK_INIT();
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    if (ctx && cuda_context_device(ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx && !current()) return CUDA_ERROR_INVALID_CONTEXT;
+    *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetFlags(unsigned int *flags) {
+    CHECK_INIT();
+    if (!flags) return CUDA_ERROR_INVALID_VALUE;
+    CUcontext c = current();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
 
 EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
     CHECK_DEVICE(dev);
@@ -470,104 +454,6 @@ EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
     *flags = g_primary[dev].flags;
     *active = g_primary_refs[dev] > 0;
     return CUDA_SUCCESS;
-}
-
-/* ---- memory --------------------------------------------------------------------- */
-
-static CUresult current_device(CUdevice *dev) {
-    CHECK_INIT();
-    CUcontext c = current();
-    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = c->device;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
-    CUdevice dev;
-    CUresult rc = current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
-    if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
-    unsigned long long card = g_view.gpus[dev].memory_mib * MIB;
-    pthread_mutex_lock(&g_lock);
-    unsigned long long taken = g_used[dev] + (g_contexts_on[dev] ? CONTEXT_RESERVE_BYTES : 0);
-    pthread_mutex_unlock(&g_lock);
-    *total = (size_t)card;
-    *free = (size_t)(taken >= card ? 0 : card - taken);
-    return CUDA_SUCCESS;
-}
-
-static CUresult mem_alloc(CUdeviceptr *dptr, size_t bytesize) {
-    CUdevice dev;
-    CUresult rc = current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
-    if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-    unsigned long long card = g_view.gpus[dev].memory_mib * MIB;
-    pthread_mutex_lock(&g_lock);
-    unsigned long long taken = g_used[dev] + (g_contexts_on[dev] ? CONTEXT_RESERVE_BYTES : 0);
-    if (bytesize > card || taken + bytesize > card) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-        CUdeviceptr p = (CUdeviceptr)g_next_addr[dev];
-        if (alloc_insert(p, bytesize, dev) != 0) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            g_next_addr[dev] += (bytesize + 511) & ~(unsigned long long)511;
-            g_used[dev] += bytesize;
-            *dptr = p;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
-    return rc;
-}
-
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return mem_alloc(dptr, bytesize); }
-
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                   unsigned int ElementSizeBytes) {
-    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
-        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
-        return CUDA_ERROR_INVALID_VALUE;
-    size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
-    CUresult rc = mem_alloc(dptr, pitch * Height);
-    if (rc == CUDA_SUCCESS) *pPitch = pitch;
-    return rc;
-}
-
-EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-    return mem_alloc(dptr, bytesize);
-}
-
-EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-    CHECK_INIT();
-    if (dptr == 0) return CUDA_SUCCESS; /* freeing NULL is a no-op */
-    pthread_mutex_lock(&g_lock);
-    alloc_slot_t *s = alloc_find(dptr);
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (s) {
-        g_used[s->device] -= s->size;
-        s->ptr = 1;
-        g_alloc_count--;
-        g_alloc_tomb++;
-        rc = CUDA_SUCCESS;
-    }
-    pthread_mutex_unlock(&g_lock);
-    return rc;
-}
-
-EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
-    CHECK_INIT();
-    pthread_mutex_lock(&g_lock);
-    CUresult rc = CUDA_ERROR_NOT_FOUND;
-    /* Exact base pointers only: the mock has no interval index. */
-    alloc_slot_t *s = alloc_find(dptr);
-    if (s) {
-        if (pbase) *pbase = s->ptr;
-        if (psize) *psize = s->size;
-        rc = CUDA_SUCCESS;
-    }
-    pthread_mutex_unlock(&g_lock);
-    return rc;
 }
 
 /* ---- errors -------------------------------------------------------------------- */
@@ -594,76 +480,3 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* ---- cuGetProcAddress ---------------------------------------------------------- */
-
-typedef struct {
-    const char *name;  /* base name as passed to cuGetProcAddress */
-    int since;         /* CUDA version (x1000) from which this entry applies */
-    void *fn;
-} proc_entry_t;
-
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                                    CUdriverProcAddressQueryResult *symbolStatus);
-EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-
-/* Newest first within one name: the first entry whose `since` <= cudaVersion wins. */
-static const proc_entry_t PROCS[] = {
-    {"cuInit", 2000, (void *)cuInit},
-    {"cuDriverGetVersion", 2020, (void *)cuDriverGetVersion},
-    {"cuDeviceGetCount", 2000, (void *)cuDeviceGetCount},
-    {"cuDeviceGet", 2000, (void *)cuDeviceGet},
-    {"cuDeviceGetName", 2000, (void *)cuDeviceGetName},
-    {"cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2},
-    {"cuDeviceGetAttribute", 2000, (void *)cuDeviceGetAttribute},
-    {"cuDeviceComputeCapability", 2000, (void *)cuDeviceComputeCapability},
-    {"cuDeviceGetPCIBusId", 4010, (void *)cuDeviceGetPCIBusId},
-    {"cuDeviceGetByPCIBusId", 4010, (void *)cuDeviceGetByPCIBusId},
-    {"cuDeviceGetUuid", 11040, (void *)cuDeviceGetUuid_v2},
-    {"cuDeviceGetUuid", 9020, (void *)cuDeviceGetUuid},
-    {"cuCtxCreate", 3020, (void *)cuCtxCreate_v2},
-    {"cuCtxDestroy", 4000, (void *)cuCtxDestroy_v2},
-    {"cuCtxGetCurrent", 4000, (void *)cuCtxGetCurrent},
-    {"cuCtxSetCurrent", 4000, (void *)cuCtxSetCurrent},
-    {"cuCtxPushCurrent", 4000, (void *)cuCtxPushCurrent_v2},
-    {"cuCtxPopCurrent", 4000, (void *)cuCtxPopCurrent_v2},
-    {"cuCtxGetDevice", 2000, (void *)cuCtxGetDevice},
-    {"cuCtxSynchronize", 2000, (void *)cuCtxSynchronize},
-    {"cuDevicePrimaryCtxRetain", 7000, (void *)cuDevicePrimaryCtxRetain},
-    {"cuDevicePrimaryCtxRelease", 11000, (void *)cuDevicePrimaryCtxRelease_v2},
-    {"cuDevicePrimaryCtxRelease", 7000, (void *)cuDevicePrimaryCtxRelease},
-    {"cuDevicePrimaryCtxGetState", 7000, (void *)cuDevicePrimaryCtxGetState},
-    {"cuMemGetInfo", 3020, (void *)cuMemGetInfo_v2},
-    {"cuMemAlloc", 3020, (void *)cuMemAlloc_v2},
-    {"cuMemAllocPitch", 3020, (void *)cuMemAllocPitch_v2},
-    {"cuMemAllocManaged", 6000, (void *)cuMemAllocManaged},
-    {"cuMemFree", 3020, (void *)cuMemFree_v2},
-    {"cuMemGetAddressRange", 3020, (void *)cuMemGetAddressRange_v2},
-    {"cuGetErrorString", 6000, (void *)cuGetErrorString},
-    {"cuGetErrorName", 6000, (void *)cuGetErrorName},
-    {"cuGetProcAddress", 12000, (void *)cuGetProcAddress_v2},
-    {"cuGetProcAddress", 11030, (void *)cuGetProcAddress},
-};
-
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                                    CUdriverProcAddressQueryResult *symbolStatus) {
-    (void)flags; /* none of the mocked entry points has per-thread-stream variants */
-    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    *pfn = NULL;
-    int known = 0;
-    for (size_t i = 0; i < sizeof PROCS / sizeof PROCS[0]; i++) {
-        if (strcmp(PROCS[i].name, symbol) != 0) continue;
-        known = 1;
-        if (PROCS[i].since <= cudaVersion) {
-            *pfn = PROCS[i].fn;
-            if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-            return CUDA_SUCCESS;
-        }
-    }
-    if (symbolStatus)
-        *symbolStatus = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return CUDA_ERROR_NOT_FOUND;
-}
-
-EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
-}

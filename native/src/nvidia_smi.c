@@ -143,8 +143,8 @@ static int print_processes(const layout_t *L, unsigned int count) {
             else
                 snprintf(head, sizeof head, "%5u   %3s  %3s %*u %6s   ", i, "N/A", "N/A", L->id >= L550 ? 15 : 9,
                          procs[j].pid, "C");
-            /* name, then the usage right-aligned in 10 columns and a blank before '|' */
-            int name_w = L->width - 2 - (int)strlen(head) - 11;
+            /* name, a blank, the usage right-aligned (7 digits + MiB) and a blank before the border */
+            int name_w = L->width - 2 - (int)strlen(head) - 12;
             if (name_w < 8) name_w = 8;
             if ((int)strlen(name) > name_w)
                 snprintf(shown, sizeof shown, "...%s", name + strlen(name) - (size_t)(name_w - 3));

@@ -3,9 +3,11 @@
  *   gpushare-probe                 TF 1.x "Found device i with properties:" blocks (stderr,
  *                                  as TF logs), one per visible card
  *   gpushare-probe --raw           one machine-readable line per card (stdout)
- *   gpushare-probe --device I --alloc-mib N [--count K] [--hold-seconds S]
- *                                  allocate K x N MiB with cuMemAlloc on card I; on failure
- *                                  print the CUDA error name and exit 2
+ *   gpushare-probe --device I --alloc-mib N [--count K] [--hold-seconds S] [--api PATH]
+ *                                  allocate K x N MiB on card I through one allocation path
+ *                                  (cuda_alloc_paths.c: alloc, pitch, managed, async, pool, vmm;
+ *                                  default alloc); on failure print the CUDA error name and
+ *                                  the path that failed, and exit 2
  *
  * It opens libcuda.so.1 with dlopen and resolves entry points with dlsym, as TF does,
  * so LD_LIBRARY_PATH and the isolation shim decide what it gets. */
@@ -21,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_alloc_paths.h"
+
 typedef struct {
     CUresult (*Init)(unsigned int);
     CUresult (*DriverGetVersion)(int *);
@@ -35,12 +39,11 @@ typedef struct {
     CUresult (*PrimaryCtxRelease)(CUdevice);
     CUresult (*CtxSetCurrent)(CUcontext);
     CUresult (*MemGetInfo)(size_t *, size_t *);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*MemFree)(CUdeviceptr);
     CUresult (*GetErrorName)(CUresult, const char **);
 } driver_t;
 
 static driver_t cu;
+static void *g_lib;
 
 static const char *err_name(CUresult rc) {
     static char buf[32];
@@ -51,7 +54,7 @@ static const char *err_name(CUresult rc) {
 }
 
 static int load_driver(void) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *lib = g_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         fprintf(stderr, "gpushare-probe: cannot load libcuda.so.1: %s\n", dlerror());
         return -1;
@@ -70,8 +73,6 @@ static int load_driver(void) {
         {(void **)&cu.PrimaryCtxRelease, "cuDevicePrimaryCtxRelease"},
         {(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
         {(void **)&cu.MemGetInfo, "cuMemGetInfo_v2"},
-        {(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
-        {(void **)&cu.MemFree, "cuMemFree_v2"},
         {(void **)&cu.GetErrorName, "cuGetErrorName"},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -175,7 +176,7 @@ static int show(int raw) {
     return 0;
 }
 
-static int allocate(int ordinal, long mib, long times, long hold_seconds) {
+static int allocate(int ordinal, long mib, long times, long hold_seconds, const alloc_path_t *path) {
     CUdevice dev;
     CUcontext ctx;
     CUresult rc = cu.DeviceGet(&dev, ordinal);
@@ -186,36 +187,47 @@ static int allocate(int ordinal, long mib, long times, long hold_seconds) {
         fprintf(stderr, "gpushare-probe: cannot use device %d: %s\n", ordinal, err_name(rc));
         return 2;
     }
-    CUdeviceptr *ptrs = calloc((size_t)times, sizeof *ptrs);
-    if (!ptrs) return 1;
+    path_state_t state;
+    const char *step = NULL;
+    if ((rc = path->open(&state, g_lib, dev, &step)) != CUDA_SUCCESS) {
+        printf("alloc %ld MiB on device %d failed: %s (%s, --api %s)\n", mib, ordinal, err_name(rc), step, path->name);
+        fprintf(stderr, "gpushare-probe: %s on device %d (--api %s): %s\n", step, ordinal, path->name, err_name(rc));
+        return 2;
+    }
+    path_block_t *blocks = calloc((size_t)times, sizeof *blocks);
+    if (!blocks) return 1;
     for (long k = 0; k < times; k++) {
-        rc = cu.MemAlloc(&ptrs[k], (size_t)mib << 20);
+        rc = path->alloc(&state, &blocks[k], (size_t)mib << 20, &step);
         if (rc != CUDA_SUCCESS) {
-            printf("alloc %ld MiB on device %d failed: %s\n", mib, ordinal, err_name(rc));
-            fprintf(stderr, "gpushare-probe: cuMemAlloc(%ld MiB) on device %d: %s\n", mib, ordinal, err_name(rc));
+            printf("alloc %ld MiB on device %d failed: %s (%s, --api %s)\n", mib, ordinal, err_name(rc), step, path->name);
+            fprintf(stderr, "gpushare-probe: %s(%ld MiB) on device %d (--api %s): %s\n", step, mib, ordinal, path->name,
+                    err_name(rc));
             fflush(stdout);
-            for (long j = 0; j < k; j++) cu.MemFree(ptrs[j]);
-            free(ptrs);
+            for (long j = 0; j < k; j++) path->release(&state, &blocks[j], &step);
+            path->close(&state);
+            free(blocks);
             return 2;
         }
     }
     size_t free_b = 0, total_b = 0;
     cu.MemGetInfo(&free_b, &total_b);
-    printf("allocated %ld x %ld MiB on device %d (free %zu of %zu bytes)\n", times, mib, ordinal, free_b, total_b);
+    printf("allocated %ld x %ld MiB on device %d via %s (free %zu of %zu bytes)\n", times, mib, ordinal, path->entry, free_b,
+           total_b);
     fflush(stdout);
     if (hold_seconds > 0) {
         struct timespec ts = {hold_seconds, 0};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
     }
     for (long k = 0; k < times; k++) {
-        rc = cu.MemFree(ptrs[k]);
+        rc = path->release(&state, &blocks[k], &step);
         if (rc != CUDA_SUCCESS) {
-            fprintf(stderr, "gpushare-probe: cuMemFree: %s\n", err_name(rc));
-            free(ptrs);
+            fprintf(stderr, "gpushare-probe: %s (--api %s): %s\n", step, path->name, err_name(rc));
+            free(blocks);
             return 1;
         }
     }
-    free(ptrs);
+    path->close(&state);
+    free(blocks);
     cu.CtxSetCurrent(NULL);
     cu.PrimaryCtxRelease(dev);
     return 0;
@@ -235,6 +247,7 @@ static long number_arg(const char *flag, const char *value, long min) {
 int main(int argc, char **argv) {
     long device = -1, mib = -1, times = 1, hold = 0;
     int raw = 0;
+    const alloc_path_t *path = alloc_path_named("alloc");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -242,9 +255,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--alloc-mib")) { mib = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--count")) { times = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--hold-seconds")) { hold = number_arg(a, next, 0); i++; }
-        else if (!strcmp(a, "--raw")) raw = 1;
+        else if (!strcmp(a, "--api")) {
+            path = next ? alloc_path_named(next) : NULL;
+            if (!path) {
+                fprintf(stderr, "gpushare-probe: --api expects one of %s, got '%s'\n", ALLOC_PATH_NAMES, next ? next : "");
+                return 64;
+            }
+            i++;
+        } else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: gpushare-probe [--raw] | --device I --alloc-mib N [--count K] [--hold-seconds S]\n");
+            printf("usage: gpushare-probe [--raw] | --device I --alloc-mib N [--count K] [--hold-seconds S] [--api %s]\n",
+                   ALLOC_PATH_NAMES);
             return 0;
         } else {
             fprintf(stderr, "gpushare-probe: unknown argument '%s' (see --help)\n", a);
@@ -263,6 +284,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "failed call to cuInit: %s\n", err_name(rc));
         return 2;
     }
-    if (device >= 0) return allocate((int)device, mib, times, hold);
+    if (device >= 0) return allocate((int)device, mib, times, hold, path);
     return show(raw);
 }

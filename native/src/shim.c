@@ -21,8 +21,11 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "shim_cuda.h"
 
+#ifndef EXPORT
 #define EXPORT __attribute__((visibility("default")))
+#endif
 
 /* ---- the real dlsym ----------------------------------------------------------- */
 
@@ -63,7 +66,10 @@ EARLY_SAFE static void resolve_real_dlsym(void) {
     X(cuMemFree)               \
     X(cuMemFree_v2)            \
     X(cuGetProcAddress)        \
-    X(cuGetProcAddress_v2)
+    X(cuGetProcAddress_v2)     \
+    SHIM_POOL_HOOKS(X)         \
+    SHIM_VMM_HOOKS(X)          \
+    SHIM_ARRAY_HOOKS(X)
 
 #define NVML_HOOKS(X)              \
     X(nvmlInit)                    \
@@ -93,12 +99,14 @@ static nvmlReturn_t (*real_nvmlDeviceGetIndex)(nvmlDevice_t, unsigned int *);
 
 static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT, g_nvml_once = PTHREAD_ONCE_INIT;
 static void *g_nvml_lib;
+static void *g_cuda_lib;
 
 static void load_cuda(void) {
     resolve_real_dlsym();
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (!lib) return; /* no driver: every hook answers CUDA_ERROR_NOT_FOUND */
+    g_cuda_lib = lib;
     for (int i = 0; i < H_CUDA_COUNT; i++) g_real_cuda[i] = gpushare_real_dlsym(lib, CUDA_NAMES[i]);
     real_cuCtxGetDevice = (CUresult(*)(CUdevice *))gpushare_real_dlsym(lib, "cuCtxGetDevice");
     real_cuDeviceGetPCIBusId = (CUresult(*)(char *, int, CUdevice))gpushare_real_dlsym(lib, "cuDeviceGetPCIBusId");
@@ -315,6 +323,15 @@ static inline shim_mode_t cuda_mode(void) {
     return g_mode;
 }
 
+shim_mode_t shim_cuda_mode(void) { return cuda_mode(); }
+
+void *shim_real_cuda(const char *name) {
+    pthread_once(&g_cuda_once, load_cuda);
+    return g_cuda_lib ? gpushare_real_dlsym(g_cuda_lib, name) : NULL;
+}
+
+uint64_t shim_card_limit(int card) { return card >= 0 && card < SHIM_MAX_DEVICES ? g_limit[card] : 0; }
+
 /* ---- per-process allocation table: pointer -> (card, bytes) -----------------------
  * Open addressing with linear probing and backward-shift deletion (no tombstones, so
  * probes stay short however many allocations come and go).  While the process has a
@@ -488,7 +505,8 @@ static inline CUresult reserve_current(uint64_t bytes, int *card_out) {
     }
     uint64_t limit = g_limit[card];
     if (!limit || bytes == 0) return CUDA_SUCCESS; /* unlimited card; 0 bytes: the driver's own error */
-    if (usage_reserve(card, bytes, limit) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (usage_reserve(card, bytes, limit) != 0 && (!shim_pools_settle() || usage_reserve(card, bytes, limit) != 0))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *card_out = card;
     return CUDA_SUCCESS;
 }
@@ -501,6 +519,35 @@ static inline void settle(int card, uint64_t bytes, CUresult rc, CUdeviceptr p) 
 static CUresult refuse_cuda(void) {
     shim_report_broken();
     return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult shim_refuse_cuda(void) { return refuse_cuda(); }
+
+int shim_card_of_device(int dev) {
+    int card = card_of(dev);
+    if (card < 0) report_unmapped(dev);
+    return card;
+}
+
+int shim_current_card(void) {
+    CUdevice dev;
+    if (!real_cuCtxGetDevice || real_cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+    return shim_card_of_device(dev);
+}
+
+int shim_untrack(CUdeviceptr p, int *card, uint64_t *bytes) {
+    uint64_t packed;
+    int locked = local_lock();
+    int tracked = table_take_locked(p, &packed);
+    local_unlock(locked);
+    if (!tracked) return 0;
+    *card = (int)(packed & ((1u << PACK_CARD_BITS) - 1));
+    *bytes = packed >> PACK_CARD_BITS;
+    return 1;
+}
+
+void shim_track(CUdeviceptr p, int card, uint64_t bytes) {
+    if (table_put(p, bytes, card) != 0) usage_release(card, bytes);
 }
 
 #define REAL(idx, type) ((type)real_cuda(idx))
@@ -546,6 +593,7 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
 /* Share view of (free, total) for the current context's card. */
 static void share_view(size_t *free_b, size_t *total_b) {
     if (mode() != SHIM_LIMITED || !real_cuCtxGetDevice) return;
+    shim_pools_settle(); /* pools a real driver shrank at a synchronisation */
     CUdevice dev;
     if (real_cuCtxGetDevice(&dev) != CUDA_SUCCESS) return;
     int card = card_of(dev);
@@ -686,6 +734,7 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
     int card;
     CUresult rc = reserve_current(bytesize, &card);
     if (rc != CUDA_SUCCESS) return rc;
+    if (card >= 0 && !__atomic_load_n(&g_fast.ready, __ATOMIC_RELAXED)) fast_path_setup(); /* for cuMemFree_v2 */
     rc = real(dptr, bytesize, flags);
     settle(card, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0);
     return rc;
@@ -715,6 +764,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wid
     int card;
     CUresult rc = reserve_current(estimate, &card);
     if (rc != CUDA_SUCCESS) return rc;
+    if (card >= 0 && !__atomic_load_n(&g_fast.ready, __ATOMIC_RELAXED)) fast_path_setup(); /* for cuMemFree_v2 */
     rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     settle_pitch(card, estimate, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
     return rc;
@@ -746,7 +796,7 @@ EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsi
         int locked = local_lock();                                                          \
         int tracked = table_take_locked((p), &packed);                                      \
         local_unlock(locked);                                                               \
-        if (!tracked) return free_call;                                                     \
+        if (!tracked) return shim_pools_settle_after(free_call);                            \
         CUresult rc_ = free_call;                                                           \
         int card_ = (int)(packed & ((1u << PACK_CARD_BITS) - 1));                           \
         uint64_t bytes_ = packed >> PACK_CARD_BITS;                                         \

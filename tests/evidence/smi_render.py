@@ -74,7 +74,7 @@ def _rule(widths: tuple[int, ...], edge: str = "+", fill: str = "-") -> str:
 
 
 def _row(cells: list[str], widths: tuple[int, ...]) -> str:
-    for cell, width in zip(cells, widths):
+    for cell, width in zip(cells, widths, strict=True):
         assert len(cell) == width, (cell, width)
     return "|" + "|".join(cells) + "|"
 

@@ -167,3 +167,11 @@ def test_wide_csv_errors_name_the_column_and_line() -> None:
     assert parse_nvidia_smi("index, name, gpu_name, memory.total\n0, T4, T4, 15360\n").gpus[0].name == "T4"
     with pytest.raises(EvidenceParseError, match="not a --query-gpu field name"):
         parse_nvidia_smi("0, T4\n", csv_fields=["index", "power draw"])
+
+
+def test_csv_of_several_loop_samples_is_not_more_cards() -> None:
+    sample = "2026/12/03 09:41:12.345, GPU-aaaa, 4309 MiB\n2026/12/03 09:41:12.351, GPU-bbbb, 4309 MiB\n"
+    text = "timestamp, uuid, memory.total [MiB]\n" + sample + sample.replace(":12.", ":13.")
+    _raises(parse_nvidia_smi, text, "GPU UUID GPU-aaaa listed twice", "--loop", line_number=4)
+    with_index = "timestamp, index, memory.total [MiB]\n2026/12/03 09:41:12.345, 0, 4309 MiB\n2026/12/03 09:41:13.345, 0, 4309 MiB\n"
+    _raises(parse_nvidia_smi, with_index, "GPU index 0 listed twice", line_number=3)

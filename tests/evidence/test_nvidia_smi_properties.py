@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from smi_render import LAYOUTS, Card, Mig, collapse, indent, memory_shown, printed_name, render_table, wrap
 
 from gpushare_conformance.evidence import EvidenceParseError, parse_nvidia_smi
 from gpushare_conformance.evidence.smi_fields import KNOWN_FIELDS_LOWER, QUERY_GPU_ALIASES, QUERY_GPU_FIELDS
-from smi_render import LAYOUTS, Card, Mig, collapse, indent, memory_shown, printed_name, render_table, wrap
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -154,7 +154,7 @@ def test_csv_round_trip(case):
     report = parse_nvidia_smi(text, csv_fields=None if header else fields)
     assert report.format == "csv"
     assert len(report.gpus) == len(expected)
-    for position, (gpu, want) in enumerate(zip(report.gpus, expected)):
+    for position, (gpu, want) in enumerate(zip(report.gpus, expected, strict=True)):
         assert gpu.index == (int(want["index"]) if "index" in want else position)
         assert gpu.name == want.get("name")
         assert gpu.uuid == want.get("uuid")
@@ -245,6 +245,13 @@ def _unit(field: str) -> str | None:
     return None
 
 
+def _shown_core(core: dict, fields: list[str], key: str):
+    """What the parser must report for `key`: None when not queried or a placeholder."""
+    value = core[key]
+    queried = any(_CORE_OF.get(field.lower()) == key for field in fields)
+    return None if value in ALL_PLACEHOLDERS or not queried else value
+
+
 @st.composite
 def wide_csv_cases(draw):
     real = sorted(set(QUERY_GPU_FIELDS + QUERY_GPU_ALIASES))
@@ -292,20 +299,15 @@ def wide_csv_cases(draw):
             if key is None:
                 other[field] = None if shown in ALL_PLACEHOLDERS else shown
         rows.append(", ".join(cells))
-
-        def known(key):
-            value = core[key]
-            return None if value in ALL_PLACEHOLDERS or not any(_CORE_OF.get(f.lower()) == key for f in fields) else value
-
         expected.append(
             {
                 "index": index,
-                "name": known("name"),
-                "uuid": known("uuid"),
-                "bus": known("pci.bus_id"),
-                "total": known("memory.total"),
-                "used": known("memory.used"),
-                "free": known("memory.free"),
+                "name": _shown_core(core, fields, "name"),
+                "uuid": _shown_core(core, fields, "uuid"),
+                "bus": _shown_core(core, fields, "pci.bus_id"),
+                "total": _shown_core(core, fields, "memory.total"),
+                "used": _shown_core(core, fields, "memory.used"),
+                "free": _shown_core(core, fields, "memory.free"),
                 "other": other,
             }
         )

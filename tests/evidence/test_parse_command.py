@@ -64,3 +64,32 @@ def test_dev_stdin_through_the_console_script(kind: str, sample: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)
+
+
+def test_parse_tf_log_reports_oom_totals_and_their_source(capsys) -> None:
+    assert main(["parse", "tf-log", str(SAMPLES / "tf-log" / "torch_oom_2.1_capacty_ddp.log")]) == 0
+    devices = json.loads(capsys.readouterr().out)["devices"]
+    assert [(d["index"], d["total_memory_bytes"], d["total_memory_source"]) for d in devices] == [
+        (0, round(4.21 * 2**30), "torch-oom-2.1+"),
+        (1, round(4.21 * 2**30), "torch-oom-2.1+"),
+    ]
+
+
+def test_parse_tf_log_conflicting_totals_exit_1(tmp_path, capsys) -> None:
+    log = tmp_path / "oom.log"
+    log.write_text(
+        "torch.cuda.mem_get_info(0): (0, 4518313984)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 15.77 GiB of which 0 bytes is free.\n"
+    )
+    assert main(["parse", "tf-log", str(log)]) == 1
+    err = capsys.readouterr().err
+    assert "GPU 0 total 15.77 GiB" in err and "disagrees" in err and "line 2" in err
+
+
+def test_parse_wide_headerless_csv_with_fields(capsys) -> None:
+    path = SAMPLES / "nvidia-smi" / "csv_noheader_wide_181.txt"
+    fields = path.with_name(path.name + ".fields").read_text().strip()
+    assert main(["parse", "nvidia-smi", str(path), "--fields", fields]) == 0
+    gpus = json.loads(capsys.readouterr().out)["gpus"]
+    assert [(g["index"], g["memory_total_mib"]) for g in gpus] == [(0, 40960), (1, 40960)]
+    assert gpus[0]["other"]["fabric.cliqueId"] is None and gpus[0]["other"]["encoder.stats.sessionCount"] == "0"

@@ -28,7 +28,7 @@ def test_default_inventory_is_accepted() -> None:
 
 
 def test_non_integer_memory_names_field_and_value(tmp_path: Path) -> None:
-    with pytest.raises(LocalClusterError, match=r"gpus\[0\]\.memory_mib: expected a positive integer, got 'lots'"):
+    with pytest.raises(LocalClusterError, match=r"inventory.yaml:5: gpus\[0\]\.memory_mib: expected a positive integer \(MiB\), got 'lots'"):
         _check(tmp_path, "  - name: X\n    memory_mib: lots\n")
 
 

@@ -23,12 +23,23 @@ from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_conformance.fixtures.providers.local import mockdriver
 from gpushare_conformance.fixtures.providers.local.cluster import DEFAULT_INVENTORY, MOCK_TOOLKIT
 
-DRIVER_FILES = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-                "/usr/local/nvidia/lib64/libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libcuda.so.1",
-                "/usr/bin/nvidia-smi", "/etc/gpushare/inventory.yaml")
+DRIVER_FILES = (
+    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+    "/usr/bin/nvidia-smi",
+    "/etc/gpushare/inventory.yaml",
+)
 # dlopen by soname alone, with no LD_LIBRARY_PATH: the loader's default search must find it.
-DLOPEN = ("env", "-u", "LD_LIBRARY_PATH", "python3", "-c",
-          "import ctypes; ctypes.CDLL('libnvidia-ml.so.1'); ctypes.CDLL('libcuda.so.1'); print('dlopen ok')")
+DLOPEN = (
+    "env",
+    "-u",
+    "LD_LIBRARY_PATH",
+    "python3",
+    "-c",
+    "import ctypes; ctypes.CDLL('libnvidia-ml.so.1'); ctypes.CDLL('libcuda.so.1'); print('dlopen ok')",
+)
 
 
 # ------------------------------------------------------------------ installer (no cluster)
@@ -39,7 +50,9 @@ def native_build() -> Path:
 
 def test_installer_lays_out_the_driver_and_a_working_wrapper(tmp_path, native_build):
     driver, inventory = tmp_path / "driver", tmp_path / "etc" / "inventory.yaml"
-    wrapper = mockdriver.install(native_build, MOCK_TOOLKIT, DEFAULT_INVENTORY, driver_dir=driver, inventory_path=inventory)
+    wrapper = mockdriver.install(
+        native_build, MOCK_TOOLKIT, DEFAULT_INVENTORY, driver_dir=driver, inventory_path=inventory
+    )
     assert wrapper == driver / "bin" / "gpushare-mock-runtime" and os.access(wrapper, os.X_OK)
     for rel in mockdriver.DRIVER_FILES:
         assert (driver / rel).read_bytes() == (native_build / rel).read_bytes()
@@ -52,23 +65,45 @@ def test_installer_lays_out_the_driver_and_a_working_wrapper(tmp_path, native_bu
 
 def test_installer_refuses_a_missing_driver_file_and_a_wrapper_as_runc(tmp_path, native_build):
     with pytest.raises(mockdriver.MockDriverError, match=r"libnvidia-ml.so.1 is missing \(run `make -C native`\)"):
-        mockdriver.install(tmp_path / "empty", MOCK_TOOLKIT, DEFAULT_INVENTORY, driver_dir=tmp_path / "d",
-                           inventory_path=tmp_path / "i.yaml")
+        mockdriver.install(
+            tmp_path / "empty",
+            MOCK_TOOLKIT,
+            DEFAULT_INVENTORY,
+            driver_dir=tmp_path / "d",
+            inventory_path=tmp_path / "i.yaml",
+        )
     driver = tmp_path / "d"
     with pytest.raises(mockdriver.MockDriverError, match=r"the wrapper itself"):
-        mockdriver.install(native_build, MOCK_TOOLKIT, DEFAULT_INVENTORY, driver_dir=driver,
-                           inventory_path=tmp_path / "i.yaml", runc=str(driver / "bin" / "gpushare-mock-runtime"))
+        mockdriver.install(
+            native_build,
+            MOCK_TOOLKIT,
+            DEFAULT_INVENTORY,
+            driver_dir=driver,
+            inventory_path=tmp_path / "i.yaml",
+            runc=str(driver / "bin" / "gpushare-mock-runtime"),
+        )
 
 
 # ------------------------------------------------------------------ on the local cluster
 def _pod(name: str, image: str, visible: str | None) -> dict:
     env = [] if visible is None else [{"name": "NVIDIA_VISIBLE_DEVICES", "value": visible}]
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "labels": {submit.SUITE_LABEL: "true"}},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                                 "command": ["sleep", "3600"], "env": env}]},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "3600"],
+                    "env": env,
+                }
+            ],
+        },
     }
 
 
@@ -78,10 +113,15 @@ def _exec(suite, pod: str, *argv: str) -> evidence.ExecResult:
 
 def _host_nvidia_smi_list(inventory: str, visible: str) -> str:
     build = native.native_dir()
-    env = {"PATH": "/usr/bin:/bin", "GPUSHARE_MOCK_INVENTORY": inventory, "NVIDIA_VISIBLE_DEVICES": visible,
-           "LD_LIBRARY_PATH": str(native.lib_dir(build))}
-    return subprocess.run([str(native.bin_dir(build) / "nvidia-smi"), "-L"], env=env, stdout=subprocess.PIPE,
-                          text=True, check=True).stdout
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GPUSHARE_MOCK_INVENTORY": inventory,
+        "NVIDIA_VISIBLE_DEVICES": visible,
+        "LD_LIBRARY_PATH": str(native.lib_dir(build)),
+    }
+    return subprocess.run(
+        [str(native.bin_dir(build) / "nvidia-smi"), "-L"], env=env, stdout=subprocess.PIPE, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.e2e
@@ -110,16 +150,23 @@ def test_runtime_gives_the_driver_to_gpu_containers_only(cluster, suite) -> None
     smi = _exec(suite, pods["gpu"], "nvidia-smi")
     assert smi.exit_status == 0, smi.output
     report = parse_nvidia_smi(smi.stdout)
-    assert len(report.gpus) == 1, f"nvidia-smi shows {len(report.gpus)} cards for NVIDIA_VISIBLE_DEVICES=1:\n{smi.stdout}"
+    assert len(report.gpus) == 1, (
+        f"nvidia-smi shows {len(report.gpus)} cards for NVIDIA_VISIBLE_DEVICES=1:\n{smi.stdout}"
+    )
     in_pod = _exec(suite, pods["gpu"], "nvidia-smi", "-L")
     assert in_pod.stdout == _host_nvidia_smi_list(cluster.details["inventory"], "1"), in_pod.output
 
     # The plain and void pods: nothing of the driver.
     for kind in ("plain", "void"):
         name = pods[kind]
-        present = _exec(suite, name, "sh", "-c",
-                        "for f in " + " ".join(DRIVER_FILES) + " /usr/local/nvidia; do [ -e $f ] && echo $f; done; "
-                        "command -v nvidia-smi; true")
+        present = _exec(
+            suite,
+            name,
+            "sh",
+            "-c",
+            "for f in " + " ".join(DRIVER_FILES) + " /usr/local/nvidia; do [ -e $f ] && echo $f; done; "
+            "command -v nvidia-smi; true",
+        )
         assert present.stdout.strip() == "", f"{kind} pod has driver files:\n{present.output}"
         assert _exec(suite, name, *DLOPEN).exit_status != 0, f"{kind} pod can dlopen libnvidia-ml.so.1"
         env = suite.env(name)
@@ -133,16 +180,23 @@ def test_a_card_the_node_lacks_fails_the_container_with_the_mocks_words(cluster,
     name = "toolkit-bad-card"
     submit.create(suite.kube, suite.namespace, _pod(name, submit.MOCK_IMAGE, "7"))
 
-    def waiting_message() -> str:
+    def container_error() -> str:
+        """The container's error: waiting (kubelet retrying) or terminated with StartError
+        (restartPolicy Never); "RUNNING" if it started after all."""
         statuses = (suite.pod(name).get("status") or {}).get("containerStatuses") or []
-        running = [s for s in statuses if (s.get("state") or {}).get("running")]
-        if running:
+        states = [s.get("state") or {} for s in statuses]
+        if any(st.get("running") for st in states):
             return "RUNNING"
-        waiting = [(s.get("state") or {}).get("waiting") or {} for s in statuses]
-        return " ".join(f"{w.get('reason')}: {w.get('message')}" for w in waiting if w.get("message"))
+        reports = [st.get("waiting") or st.get("terminated") or {} for st in states]
+        return " ".join(f"{r.get('reason')}: {r.get('message')}" for r in reports if r.get("message"))
 
-    message = poll_until(waiting_message, lambda m: "gpushare-mock-runtime" in m,
-                         final=lambda m: "the container started" if m == "RUNNING" else None,
-                         timeout=90, what=f"pod {name} to fail creating its container", progress=suite.progress)
+    message = poll_until(
+        container_error,
+        lambda m: "gpushare-mock-runtime" in m,
+        final=lambda m: "the container started" if m == "RUNNING" else None,
+        timeout=90,
+        what=f"pod {name} to fail creating its container",
+        progress=suite.progress,
+    )
     assert "NVIDIA_VISIBLE_DEVICES='7' is refused by the mock driver" in message, message
     assert "no card '7' in the inventory" in message, message

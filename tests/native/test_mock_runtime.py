@@ -76,8 +76,12 @@ def test_gpu_spec_gets_the_driver_where_a_debian_image_looks(tmp_path):
         _bind(f"{DRV}/bin/nvidia-smi", "/usr/bin/nvidia-smi"),
         _bind(INVENTORY, INVENTORY),
     ]
-    assert _env(spec) == {"PATH": "/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES": "1",
-                          "GPUSHARE_MOCK_INVENTORY": INVENTORY, "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
+    assert _env(spec) == {
+        "PATH": "/usr/bin:/bin",
+        "NVIDIA_VISIBLE_DEVICES": "1",
+        "GPUSHARE_MOCK_INVENTORY": INVENTORY,
+        "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
+    }
 
 
 def test_rhel_style_image_gets_usr_lib64(tmp_path):
@@ -102,37 +106,59 @@ def test_library_dir_symlinks_resolve_inside_the_image(tmp_path):
 
 
 def test_image_without_a_known_library_dir_uses_usr_local_nvidia_only(tmp_path):
-    spec = rt.rewrite_spec(_spec("NVIDIA_VISIBLE_DEVICES=0", "LD_LIBRARY_PATH=/opt/app/lib"), CONFIG,
-                           _rootfs(tmp_path, "lib"), machine="x86_64")
+    spec = rt.rewrite_spec(
+        _spec("NVIDIA_VISIBLE_DEVICES=0", "LD_LIBRARY_PATH=/opt/app/lib"),
+        CONFIG,
+        _rootfs(tmp_path, "lib"),
+        machine="x86_64",
+    )
     libs = sorted(m["destination"] for m in spec["mounts"] if ".so" in m["destination"])
     assert libs == ["/usr/local/nvidia/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libnvidia-ml.so.1"]
     assert _env(spec)["LD_LIBRARY_PATH"] == "/opt/app/lib:/usr/local/nvidia/lib64"
 
 
 def test_ld_library_path_that_has_the_dir_is_kept_and_inventory_env_is_replaced():
-    spec = rt.rewrite_spec(_spec("NVIDIA_VISIBLE_DEVICES=GPU-1", "GPUSHARE_MOCK_INVENTORY=/elsewhere.yaml",
-                                 "LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64"), CONFIG, None)
+    spec = rt.rewrite_spec(
+        _spec(
+            "NVIDIA_VISIBLE_DEVICES=GPU-1",
+            "GPUSHARE_MOCK_INVENTORY=/elsewhere.yaml",
+            "LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+        ),
+        CONFIG,
+        None,
+    )
     env = spec["process"]["env"]
     assert [e for e in env if e.startswith("GPUSHARE_MOCK_INVENTORY=")] == [f"GPUSHARE_MOCK_INVENTORY={INVENTORY}"]
     assert _env(spec)["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
 
 
-@pytest.mark.parametrize("caps, files", [
-    ("utility", {"libnvidia-ml.so.1", "nvidia-smi"}),
-    ("compute", {"libcuda.so.1"}),
-    ("compute,utility", {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"}),
-    ("all", {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"}),
-    ("", {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"}),
-    ("graphics,video", set()),
-])
+@pytest.mark.parametrize(
+    "caps, files",
+    [
+        ("utility", {"libnvidia-ml.so.1", "nvidia-smi"}),
+        ("compute", {"libcuda.so.1"}),
+        ("compute,utility", {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"}),
+        ("all", {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"}),
+        ("", {"libcuda.so.1", "libnvidia-ml.so.1", "nvidia-smi"}),
+        ("graphics,video", set()),
+    ],
+)
 def test_driver_capabilities_select_the_files(caps, files):
     spec = rt.rewrite_spec(_spec("NVIDIA_VISIBLE_DEVICES=0", f"NVIDIA_DRIVER_CAPABILITIES={caps}"), CONFIG, None)
     added = {os.path.basename(m["destination"]) for m in spec["mounts"][1:]}
     assert added == files | {"inventory.yaml"}
 
 
-@pytest.mark.parametrize("env", [(), ("NVIDIA_VISIBLE_DEVICES=void",), ("NVIDIA_VISIBLE_DEVICES=none",),
-                                 ("NVIDIA_VISIBLE_DEVICES=",), ("NVIDIA_VISIBLE_DEVICES=1", "NVIDIA_VISIBLE_DEVICES=void")])
+@pytest.mark.parametrize(
+    "env",
+    [
+        (),
+        ("NVIDIA_VISIBLE_DEVICES=void",),
+        ("NVIDIA_VISIBLE_DEVICES=none",),
+        ("NVIDIA_VISIBLE_DEVICES=",),
+        ("NVIDIA_VISIBLE_DEVICES=1", "NVIDIA_VISIBLE_DEVICES=void"),
+    ],
+)
 def test_no_gpu_request_means_no_rewrite(env):
     assert rt.rewrite_spec(_spec(*env), CONFIG, None) is None
 
@@ -143,20 +169,32 @@ def test_rewriting_twice_adds_nothing_more():
     assert twice == once
 
 
-@pytest.mark.parametrize("argv, command, options, rest", [
-    (["--root", "/r", "--log", "/l.json", "--log-format", "json", "create", "--bundle", "/b", "id"],
-     "create", {"root": "/r", "log": "/l.json", "log-format": "json"}, ["--bundle", "/b", "id"]),
-    (["--root=/r", "--systemd-cgroup", "start", "id"], "start", {"root": "/r"}, ["id"]),
-    (["--version"], None, {}, []),
-])
+@pytest.mark.parametrize(
+    "argv, command, options, rest",
+    [
+        (
+            ["--root", "/r", "--log", "/l.json", "--log-format", "json", "create", "--bundle", "/b", "id"],
+            "create",
+            {"root": "/r", "log": "/l.json", "log-format": "json"},
+            ["--bundle", "/b", "id"],
+        ),
+        (["--root=/r", "--systemd-cgroup", "start", "id"], "start", {"root": "/r"}, ["id"]),
+        (["--version"], None, {}, []),
+    ],
+)
 def test_parse_command(argv, command, options, rest):
     assert rt.parse_command(argv) == (command, options, rest)
 
 
-@pytest.mark.parametrize("args, bundle", [
-    (["--bundle", "/b", "id"], "/b"), (["--bundle=/b", "id"], "/b"), (["-b", "/b", "--pid-file", "/p", "id"], "/b"),
-    (["--pid-file", "/p", "id"], "."),
-])
+@pytest.mark.parametrize(
+    "args, bundle",
+    [
+        (["--bundle", "/b", "id"], "/b"),
+        (["--bundle=/b", "id"], "/b"),
+        (["-b", "/b", "--pid-file", "/p", "id"], "/b"),
+        (["--pid-file", "/p", "id"], "."),
+    ],
+)
 def test_bundle_of(args, bundle):
     assert rt.bundle_of(args) == bundle
 
@@ -187,8 +225,13 @@ def installed(tmp_path: Path, seed_inventory: Path, native_root: Path) -> dict[s
     (drv / "runtime.conf").write_text(f"runc={runc}\ninventory={seed_inventory}\n")
     bundle = tmp_path / "bundle"
     (bundle / "rootfs" / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
-    return {"wrapper": drv / "bin" / "gpushare-mock-runtime", "record": record, "bundle": bundle,
-            "inventory": seed_inventory, "drv": drv}
+    return {
+        "wrapper": drv / "bin" / "gpushare-mock-runtime",
+        "record": record,
+        "bundle": bundle,
+        "inventory": seed_inventory,
+        "drv": drv,
+    }
 
 
 def _write_spec(bundle: Path, spec: dict) -> bytes:
@@ -199,8 +242,14 @@ def _write_spec(bundle: Path, spec: dict) -> bytes:
 
 
 def _run(installed, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(installed["wrapper"]), *args], cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, check=False, env={"PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [str(installed["wrapper"]), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 def _called(installed) -> list[str]:
@@ -210,8 +259,20 @@ def _called(installed) -> list[str]:
 def test_create_of_a_gpu_container_rewrites_the_spec_then_runs_runc(installed):
     bundle = installed["bundle"]
     _write_spec(bundle, _spec("NVIDIA_VISIBLE_DEVICES=1"))
-    args = ["--root", "/run/x", "--log", str(bundle / "log.json"), "--log-format", "json",
-            "create", "--bundle", str(bundle), "--pid-file", str(bundle / "init.pid"), "cid"]
+    args = [
+        "--root",
+        "/run/x",
+        "--log",
+        str(bundle / "log.json"),
+        "--log-format",
+        "json",
+        "create",
+        "--bundle",
+        str(bundle),
+        "--pid-file",
+        str(bundle / "init.pid"),
+        "cid",
+    ]
     result = _run(installed, *args)
     assert result.returncode == 0, result.stderr
     assert _called(installed) == args
@@ -244,14 +305,57 @@ def test_plain_and_void_specs_are_byte_for_byte_unchanged(installed, env):
     assert _called(installed) == args
 
 
-@pytest.mark.parametrize("args", [["start", "cid"], ["--root", "/r", "delete", "--force", "cid"],
-                                  ["exec", "--process", "/p.json", "cid"], ["state", "cid"], ["--version"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["start", "cid"],
+        ["--root", "/r", "delete", "--force", "cid"],
+        ["exec", "cid", "sh", "-c", "nvidia-smi", "-p", "/p.json"],
+        ["state", "cid"],
+        ["--version"],
+    ],
+)
 def test_other_commands_pass_through_untouched(installed, args):
     bundle = installed["bundle"]
     raw = _write_spec(bundle, _spec("NVIDIA_VISIBLE_DEVICES=1"))
     assert _run(installed, *args, cwd=bundle).returncode == 0
     assert _called(installed) == args
     assert (bundle / "config.json").read_bytes() == raw
+
+
+def _process(*env: str) -> dict:
+    return {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": ["nvidia-smi"], "env": list(env), "cwd": "/"}
+
+
+def test_exec_of_a_gpu_process_gets_the_driver_environment(installed, tmp_path):
+    process_file = tmp_path / "runc-process123"
+    process_file.write_text(json.dumps(_process("PATH=/usr/bin", "NVIDIA_VISIBLE_DEVICES=1", "LD_LIBRARY_PATH=/opt")))
+    args = ["--root", "/r", "exec", "--detach", "--pid-file", "/p", "--process", str(process_file), "cid"]
+    assert _run(installed, *args).returncode == 0
+    assert _called(installed) == args
+    process = json.loads(process_file.read_text())
+    assert process["env"] == [
+        "PATH=/usr/bin",
+        "NVIDIA_VISIBLE_DEVICES=1",
+        "LD_LIBRARY_PATH=/opt:/usr/local/nvidia/lib64",
+        f"GPUSHARE_MOCK_INVENTORY={installed['inventory']}",
+    ]
+    assert process["args"] == ["nvidia-smi"]
+
+
+@pytest.mark.parametrize("env", [(), ("NVIDIA_VISIBLE_DEVICES=void",)])
+def test_exec_of_a_plain_process_is_byte_for_byte_unchanged(installed, tmp_path, env):
+    process_file = tmp_path / "runc-process456"
+    raw = json.dumps(_process("PATH=/usr/bin", *env), indent=2).encode()
+    process_file.write_bytes(raw)
+    assert _run(installed, "exec", "-p", str(process_file), "cid").returncode == 0
+    assert process_file.read_bytes() == raw
+
+
+def test_command_option_stops_at_the_container_id():
+    assert rt.command_option(["--process=/a", "cid", "-p", "/b"], ("process", "p")) == "/a"
+    assert rt.command_option(["cid", "sh", "--process", "/b"], ("process", "p")) is None
+    assert rt.command_option(["--cwd", "/w", "-p", "/a", "cid"], ("process", "p")) == "/a"
 
 
 def test_a_card_the_inventory_lacks_fails_the_create_with_the_mocks_words(installed):

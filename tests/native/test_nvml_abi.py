@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, SEED_INVENTORY, run
 
+from conftest import PYTHON, SEED_INVENTORY, run
 from gpushare_conformance import native
 
 DECLARED = re.compile(r"\bDECLDIR\s+(?:\w+\s*\**\s*)?(nvml\w+)\s*\(")
@@ -21,8 +21,9 @@ ALIAS = re.compile(r"^\s*#\s*define\s+(nvml\w+)\s+(nvml\w+)\s*$", re.M)
 def nvml_header() -> Path:
     import subprocess
 
-    found = subprocess.run([str(native.source_dir() / "find-headers.sh"), "nvml"], capture_output=True, text=True,
-                           check=True).stdout.strip()
+    found = subprocess.run(
+        [str(native.source_dir() / "find-headers.sh"), "nvml"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     return Path(found) / "nvml.h"
 
 
@@ -39,17 +40,30 @@ def header_names() -> set[str]:
 def env(tmp_path, native_root) -> dict[str, str]:
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(SEED_INVENTORY)
-    return {"PATH": "/usr/bin:/bin", "GPUSHARE_MOCK_INVENTORY": str(inventory),
-            "LD_LIBRARY_PATH": str(native.mock_lib_dir(native_root)), "GPUSHARE_MOCK_STATE_DIR": str(tmp_path)}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "GPUSHARE_MOCK_INVENTORY": str(inventory),
+        "LD_LIBRARY_PATH": str(native.mock_lib_dir(native_root)),
+        "GPUSHARE_MOCK_STATE_DIR": str(tmp_path),
+    }
 
 
 def test_header_parse_finds_the_known_generations():
     names = header_names()
     assert len(names) > 300
     # legacy and versioned names, and a legacy alias to a renamed function
-    assert {"nvmlInit", "nvmlInit_v2", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo_v3",
-            "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v3",
-            "nvmlEventSetWait", "nvmlEventSetWait_v2", "nvmlGetBlacklistDeviceCount"} <= names
+    assert {
+        "nvmlInit",
+        "nvmlInit_v2",
+        "nvmlDeviceGetPciInfo",
+        "nvmlDeviceGetPciInfo_v2",
+        "nvmlDeviceGetPciInfo_v3",
+        "nvmlDeviceGetComputeRunningProcesses",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlEventSetWait",
+        "nvmlEventSetWait_v2",
+        "nvmlGetBlacklistDeviceCount",
+    } <= names
 
 
 def test_every_declared_function_resolves_in_the_mock(env, native_root):
@@ -79,8 +93,13 @@ def test_hand_written_functions_win_over_generated_stubs(native_root):
     stubs = (native_root / "gen" / "nvml_stubs.c").read_text()
     defined = set(re.findall(r"^EXPORT nvmlReturn_t (nvml\w+)\(", stubs, re.M))
     assert defined, "no generated stubs"
-    for name in ("nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo", "nvmlEventSetWait_v2",
-                 "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetClockInfo"):
+    for name in (
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlEventSetWait_v2",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetClockInfo",
+    ):
         assert name not in defined
     assert "nvmlDeviceGetNvLinkState" in defined  # a feature the mock cards lack
 
@@ -148,8 +167,16 @@ def test_pynvml_calls_every_device_query_without_crashing(env):
     assert len(results) > 100
     ok = {n for n, r in results.items() if r == "ok"}
     # the queries the mock implements succeed through pynvml's own structures
-    assert {"nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPciInfo", "nvmlDeviceGetClockInfo",
-            "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetComputeRunningProcesses",
-            "nvmlDeviceGetTemperatureThreshold", "nvmlDeviceGetArchitecture",
-            "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetEncoderUtilization"} <= ok
+    assert {
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlDeviceGetPciInfo",
+        "nvmlDeviceGetClockInfo",
+        "nvmlDeviceGetPowerManagementLimitConstraints",
+        "nvmlDeviceGetComputeRunningProcesses",
+        "nvmlDeviceGetTemperatureThreshold",
+        "nvmlDeviceGetArchitecture",
+        "nvmlDeviceGetCurrPcieLinkGeneration",
+        "nvmlDeviceGetEncoderUtilization",
+    } <= ok
     assert results["nvmlDeviceGetNvLinkState"] == "NVMLError_NotSupported"

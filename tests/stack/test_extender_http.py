@@ -7,11 +7,11 @@ import json
 import threading
 
 import pytest
+from stack_objects import node, pod
 
 from gpushare_stack.allocation import bind_annotations
 from gpushare_stack.extender.server import ExtenderServer
 from gpushare_stack.extender.state import ClusterState
-from stack_objects import node, pod
 
 PREFIX = "/gpushare-scheduler"
 
@@ -42,13 +42,18 @@ def call(port: int, method: str, path: str, body: object | None = None) -> tuple
 
 def test_filter_node_names_keeps_only_fitting_nodes(extender):
     state, port = extender
-    status, result = call(port, "POST", f"{PREFIX}/filter", {
-        "Pod": pod("seed", 8, count=2), "Nodes": None, "NodeNames": ["gpu-a", "gpu-b", "gpu-c"]})
+    status, result = call(
+        port,
+        "POST",
+        f"{PREFIX}/filter",
+        {"Pod": pod("seed", 8, count=2), "Nodes": None, "NodeNames": ["gpu-a", "gpu-b", "gpu-c"]},
+    )
     assert status == 200
     assert set(result) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
     assert result["NodeNames"] == ["gpu-a", "gpu-c"]
     assert result["FailedAndUnresolvableNodes"] == {
-        "gpu-b": "gpushare: aliyun.com/gpu-count=2 exceeds the 1 cards of node gpu-b"}
+        "gpu-b": "gpushare: aliyun.com/gpu-count=2 exceeds the 1 cards of node gpu-b"
+    }
     assert result["FailedNodes"] == {} and result["Error"] == ""
 
 
@@ -64,21 +69,27 @@ def test_filter_full_node_objects_when_not_cache_capable(extender):
 
 def test_filter_explains_fractional_share(extender):
     _, port = extender
-    _, result = call(port, "POST", f"{PREFIX}/filter",
-                     {"Pod": pod("odd", 8, count=3), "NodeNames": ["gpu-a"]})
+    _, result = call(port, "POST", f"{PREFIX}/filter", {"Pod": pod("odd", 8, count=3), "NodeNames": ["gpu-a"]})
     assert result["NodeNames"] == []
     assert result["FailedAndUnresolvableNodes"]["gpu-a"] == (
-        "gpushare: N/M must be an integer: aliyun.com/gpu-mem=8, aliyun.com/gpu-count=3 gives 2.67 GiB per card")
+        "gpushare: N/M must be an integer: aliyun.com/gpu-mem=8, aliyun.com/gpu-count=3 gives 2.67 GiB per card"
+    )
 
 
 def test_prioritize_returns_host_priority_list(extender):
     state, port = extender
     first = pod("first", 10, count=1)
     alloc = state.assume(first, "gpu-c")
-    state.upsert_pod({**first, "metadata": {**first["metadata"], "annotations": bind_annotations(alloc)},
-                      "spec": {**first["spec"], "nodeName": "gpu-c"}})
-    status, result = call(port, "POST", f"{PREFIX}/prioritize",
-                          {"Pod": pod("next", 4, count=1), "NodeNames": ["gpu-a", "gpu-b", "gpu-c"]})
+    state.upsert_pod(
+        {
+            **first,
+            "metadata": {**first["metadata"], "annotations": bind_annotations(alloc)},
+            "spec": {**first["spec"], "nodeName": "gpu-c"},
+        }
+    )
+    status, result = call(
+        port, "POST", f"{PREFIX}/prioritize", {"Pod": pod("next", 4, count=1), "NodeNames": ["gpu-a", "gpu-b", "gpu-c"]}
+    )
     assert status == 200
     assert [r["Host"] for r in result] == ["gpu-a", "gpu-b", "gpu-c"]
     scores = {r["Host"]: r["Score"] for r in result}
@@ -88,12 +99,14 @@ def test_prioritize_returns_host_priority_list(extender):
 
 def test_bind_validates_wire_fields(extender):
     _, port = extender
-    status, result = call(port, "POST", f"{PREFIX}/bind",
-                          {"PodName": "p", "PodNamespace": "default", "PodUID": 7, "Node": "gpu-a"})
+    status, result = call(
+        port, "POST", f"{PREFIX}/bind", {"PodName": "p", "PodNamespace": "default", "PodUID": 7, "Node": "gpu-a"}
+    )
     assert status == 400
     assert result == {"Error": "gpushare: ExtenderBindingArgs.PodUID must be a str, got 7"}
-    status, result = call(port, "POST", f"{PREFIX}/bind",
-                          {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "gpu-a"})
+    status, result = call(
+        port, "POST", f"{PREFIX}/bind", {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "gpu-a"}
+    )
     assert status == 200 and "without an API client" in result["Error"]
 
 
@@ -111,8 +124,13 @@ def test_inspect_and_healthz(extender):
     state, port = extender
     seed = pod("seed", 8, count=2, namespace="demo")
     alloc = state.assume(seed, "gpu-a")
-    state.upsert_pod({**seed, "metadata": {**seed["metadata"], "annotations": bind_annotations(alloc)},
-                      "spec": {**seed["spec"], "nodeName": "gpu-a"}})
+    state.upsert_pod(
+        {
+            **seed,
+            "metadata": {**seed["metadata"], "annotations": bind_annotations(alloc)},
+            "spec": {**seed["spec"], "nodeName": "gpu-a"},
+        }
+    )
     status, everything = call(port, "GET", f"{PREFIX}/inspect")
     assert status == 200 and [n["name"] for n in everything["nodes"]] == ["gpu-a", "gpu-b", "gpu-c"]
     status, one = call(port, "GET", f"{PREFIX}/inspect/gpu-a")
@@ -150,12 +168,17 @@ def test_bind_failure_is_reported_in_binding_result():
     server = ExtenderServer(("127.0.0.1", 0), state, binder=_RefusingBinder(state))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        status, result = call(server.server_address[1], "POST", f"{PREFIX}/bind",
-                              {"PodName": "big", "PodNamespace": "ns", "PodUID": "u-1", "Node": "gpu-a"})
+        status, result = call(
+            server.server_address[1],
+            "POST",
+            f"{PREFIX}/bind",
+            {"PodName": "big", "PodNamespace": "ns", "PodUID": "u-1", "Node": "gpu-a"},
+        )
     finally:
         server.shutdown()
         server.server_close()
     assert status == 200
-    assert result == {"Error": "gpushare: 32 GiB per card on 2 cards exceeds node gpu-a: "
-                               "only 0 of its cards have 32 GiB in total"}
+    assert result == {
+        "Error": "gpushare: 32 GiB per card on 2 cards exceeds node gpu-a: only 0 of its cards have 32 GiB in total"
+    }
     assert state.used("gpu-a") == {}

@@ -9,7 +9,8 @@ from gpushare_stack.extender import selection
 from gpushare_stack.extender.selection import Card
 
 cards_strategy = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=8).map(
-    lambda sizes: [Card(i, g) for i, g in enumerate(sizes)])
+    lambda sizes: [Card(i, g) for i, g in enumerate(sizes)]
+)
 
 
 @st.composite
@@ -37,9 +38,11 @@ def test_selection_fits_exactly_or_refuses(node, count, per_card, policy):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(4, 32), min_size=1, max_size=8),
-       st.lists(st.tuples(st.integers(1, 4), st.integers(1, 8)), min_size=1, max_size=40),
-       st.sampled_from(selection.POLICIES))
+@given(
+    st.lists(st.integers(4, 32), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(1, 4), st.integers(1, 8)), min_size=1, max_size=40),
+    st.sampled_from(selection.POLICIES),
+)
 def test_sequence_of_placements_never_overcommits(sizes, requests, policy):
     cards = [Card(i, g) for i, g in enumerate(sizes)]
     used: dict[int, int] = {}

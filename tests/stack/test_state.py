@@ -6,11 +6,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from stack_objects import node, pod
 
 from gpushare_stack import contract
 from gpushare_stack.allocation import allocation_from_pod, bind_annotations
 from gpushare_stack.extender.state import BindError, ClusterState
-from stack_objects import node, pod
 
 
 def _state(*nodes, policy="binpack") -> ClusterState:
@@ -23,8 +23,11 @@ def _state(*nodes, policy="binpack") -> ClusterState:
 def _bound(state: ClusterState, p: dict, node_name: str) -> dict:
     """What the API server holds after a successful bind: annotations + nodeName."""
     alloc = state.assume(p, node_name)
-    bound = {**p, "metadata": {**p["metadata"], "annotations": bind_annotations(alloc)},
-             "spec": {**p["spec"], "nodeName": node_name}}
+    bound = {
+        **p,
+        "metadata": {**p["metadata"], "annotations": bind_annotations(alloc)},
+        "spec": {**p["spec"], "nodeName": node_name},
+    }
     state.upsert_pod(bound)
     return bound
 
@@ -43,8 +46,9 @@ def test_fractional_share_makes_every_node_unresolvable():
     state = _state(node("a", [15, 15, 15]))
     outcome = state.filter(pod("odd", 8, count=3), ["a"])
     assert outcome.fits == [] and outcome.failed == {}
-    assert outcome.unresolvable == {"a": "gpushare: N/M must be an integer: aliyun.com/gpu-mem=8, "
-                                         "aliyun.com/gpu-count=3 gives 2.67 GiB per card"}
+    assert outcome.unresolvable == {
+        "a": "gpushare: N/M must be an integer: aliyun.com/gpu-mem=8, aliyun.com/gpu-count=3 gives 2.67 GiB per card"
+    }
 
 
 def test_node_without_annotation_is_sized_from_capacity_and_bad_annotation_is_reported():
@@ -73,8 +77,8 @@ def test_assume_writes_seed_annotations():
 
 def test_restart_rebuilds_usage_from_annotations_and_frees_terminated_pods():
     first = _state(node("a", [15, 15]))
-    running = _bound(first, pod("run", 20, count=2), "a")     # 10 + 10
-    done = _bound(first, pod("done", 8, count=2), "a")        # 4 + 4
+    running = _bound(first, pod("run", 20, count=2), "a")  # 10 + 10
+    done = _bound(first, pod("done", 8, count=2), "a")  # 4 + 4
     done = {**done, "status": {"phase": "Succeeded"}}
     running = {**running, "status": {"phase": "Running"}}
 
@@ -106,8 +110,7 @@ def test_assumed_reservation_survives_stale_watch_events_and_relist():
 def test_concurrent_binds_never_overcommit_a_card():
     cards = [15] * 8
     state = _state(node("a", cards), node("b", cards))
-    pods = [pod(f"p{i}", g, count=c) for i, (g, c) in
-            enumerate([(8, 2), (4, 1), (12, 4), (6, 2), (3, 1)] * 40)]
+    pods = [pod(f"p{i}", g, count=c) for i, (g, c) in enumerate([(8, 2), (4, 1), (12, 4), (6, 2), (3, 1)] * 40)]
     barrier = threading.Barrier(16)
 
     def bind(p):
@@ -145,8 +148,9 @@ def test_allocation_annotations_round_trip_and_open_form_is_read():
     alloc = allocation_from_pod(bound)
     assert alloc.containers == {0: {0: 2, 1: 2}, 1: {0: 1, 1: 1}}
     assert alloc.per_card == {0: 3, 1: 3}
-    open_form = pod("old", 8, node="a", annotations={contract.ANN_IDX: "1,2", contract.ANN_POD: "8",
-                                                      contract.ANN_ASSUME_TIME: "5"})
+    open_form = pod(
+        "old", 8, node="a", annotations={contract.ANN_IDX: "1,2", contract.ANN_POD: "8", contract.ANN_ASSUME_TIME: "5"}
+    )
     assert allocation_from_pod(open_form).per_card == {1: 4, 2: 4}
 
 
@@ -169,8 +173,7 @@ from gpushare_stack.extender import selection  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 6)), max_size=25),
-       st.integers(1, 5), st.integers(1, 10))
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 6)), max_size=25), st.integers(1, 5), st.integers(1, 10))
 def test_filter_fast_path_agrees_with_the_rules(placements, count, share):
     """The cached free-memory index gives the same verdict as selection.misfit."""
     state = _state(node("a", [15, 15, 15, 7], healthy=[True, True, False, True]))
@@ -204,3 +207,37 @@ def test_malformed_allocation_annotation_is_kept_out_of_usage():
     assert state.used("a") == {}
     with pytest.raises(Exception, match=r"ALIYUN_COM_GPU_MEM_POD of pod default/broken must be an integer, got 'four'"):
         allocation_from_pod(broken)
+
+
+def test_node_updates_reread_cards_only_when_the_card_source_changes():
+    state = _state(node("a", [15, 15]))
+    outcome = state.filter(pod("big", 24, count=2), ["a"])
+    assert outcome.fits == ["a"]
+    heartbeat = node("a", [15, 15])
+    heartbeat["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    state.upsert_node(heartbeat)  # same cards: nothing to re-read
+    assert state.filter(pod("big", 24, count=2), ["a"]).fits == ["a"]
+    state.upsert_node(node("a", [15, 7]))  # the device plugin reports a smaller card
+    outcome = state.filter(pod("big", 24, count=2), ["a"])
+    assert outcome.fits == []
+    assert outcome.unresolvable == {
+        "a": "gpushare: 12 GiB per card on 2 cards exceeds node a: only 1 of its cards have 12 GiB in total"
+    }
+    state.replace_nodes([node("a", [15, 15])])  # relist with the cards back
+    assert state.filter(pod("big", 24, count=2), ["a"]).fits == ["a"]
+    # capacity-sized nodes too: a changed gpu-count is a changed source
+    plain = node("p", [15, 15], annotate=False)
+    state.upsert_node(plain)
+    assert state.filter(pod("big", 24, count=2), ["p"]).fits == ["p"]
+    plain["status"]["capacity"][contract.RESOURCE_COUNT] = "3"  # 30 GiB over 3 cards: 10 each
+    state.upsert_node(plain)
+    assert state.filter(pod("big", 24, count=2), ["p"]).fits == []
+
+
+def test_filter_takes_node_objects_as_mappings():
+    """state.filter with node dicts, as before the server read them with msgspec."""
+    state = _state(node("a", [15, 15]), node("b", [15]))
+    objects = [node("a", [15, 15]), node("b", [15]), node("new", [15, 15])]
+    outcome = state.filter(pod("seed", 8, count=2), objects)
+    assert outcome.fits == ["a", "new"]
+    assert outcome.unresolvable == {"b": "gpushare: aliyun.com/gpu-count=2 exceeds the 1 cards of node b"}

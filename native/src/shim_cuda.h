@@ -1,0 +1,67 @@
+/* What the shim's CUDA hooks share across files: shim.c owns the loading of the real
+ * driver, the device numbering and the plain allocations' pointer table;
+ * shim_pool.c (stream-ordered allocation and pools), shim_vmm.c (virtual memory) and
+ * shim_array.c (CUDA arrays) hold the share on the other allocation paths with these
+ * helpers. */
+#ifndef GPUSHARE_SHIM_CUDA_H
+#define GPUSHARE_SHIM_CUDA_H
+
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+
+#include "shim.h"
+
+#ifndef EXPORT
+#define EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Hooked entry points defined outside shim.c (added to shim.c's hook table, so
+ * dlsym and cuGetProcAddress hand them out too). */
+#define SHIM_POOL_HOOKS(X)           \
+    X(cuMemAllocAsync)               \
+    X(cuMemAllocAsync_ptsz)          \
+    X(cuMemAllocFromPoolAsync)       \
+    X(cuMemAllocFromPoolAsync_ptsz)  \
+    X(cuMemFreeAsync)                \
+    X(cuMemFreeAsync_ptsz)           \
+    X(cuMemPoolCreate)               \
+    X(cuMemPoolDestroy)              \
+    X(cuMemPoolTrimTo)               \
+    X(cuMemPoolSetAttribute)         \
+    X(cuDeviceSetMemPool)
+#define SHIM_ARRAY_HOOKS(X)          \
+    X(cuArrayCreate_v2)              \
+    X(cuArray3DCreate_v2)            \
+    X(cuArrayDestroy)
+#define SHIM_VMM_HOOKS(X)            \
+    X(cuMemCreate)                   \
+    X(cuMemRelease)                  \
+    X(cuMemRetainAllocationHandle)   \
+    X(cuMemMap)                      \
+    X(cuMemUnmap)
+
+/* The mode, with the real driver loaded. */
+HIDDEN shim_mode_t shim_cuda_mode(void);
+/* A real driver entry point by name (NULL when the driver lacks it). */
+HIDDEN void *shim_real_cuda(const char *name);
+HIDDEN CUresult shim_refuse_cuda(void);
+/* Container card of a CUDA device ordinal / of the current context; -1 if unknown. */
+HIDDEN int shim_card_of_device(int dev);
+HIDDEN int shim_current_card(void);
+HIDDEN uint64_t shim_card_limit(int card); /* 0 = no limit */
+/* Take a plain allocation (cuMemAlloc & co.) out of the pointer table: 1 and its
+ * card and size when it was tracked; shim_track puts one back. */
+HIDDEN int shim_untrack(CUdeviceptr p, int *card, uint64_t *bytes);
+HIDDEN void shim_track(CUdeviceptr p, int card, uint64_t bytes);
+
+/* Bring the share in line with what the process's pools hold now (a driver shrinks
+ * pools at synchronisations the shim does not see); 1 if anything was given back. */
+HIDDEN int shim_pools_settle(void);
+static inline CUresult shim_pools_settle_after(CUresult rc) {
+    shim_pools_settle();
+    return rc;
+}
+
+#endif

@@ -1,0 +1,108 @@
+"""The whole suite on a multi-node kind cluster built on this machine.
+
+Runs, as a user would, ``pytest conformance --cluster kind`` in a child process: the
+real kind binary (``ci/kind/build-kind.sh``) creates a control plane and two GPU
+workers (4 x V100-SXM2-16GB and 2 x T4, mock driver) from the node image this project
+builds (``gpushare-conformance images build --kind-node``), in Docker started by
+``ci/docker-service.sh``. The child must pass, and afterwards ``kind get clusters``
+must not list the cluster and no container of it may be left. Docker that cannot be
+started is a failure, not a skip.
+
+    .venv/bin/python -m pytest tests/kind -q -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "gpushare-conformance"  # the kind provider's default name
+CHILD_TIMEOUT_S = 2400
+
+
+def _run(argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def docker_daemon():
+    """Docker for kind: started by ci/docker-service.sh when not running, stopped
+    again afterwards (and then nothing of it may be left)."""
+    status = _run(["bash", "ci/docker-service.sh", "status"]).stdout.strip()
+    started = status == "stopped"
+    if started:
+        result = _run(["bash", "ci/docker-service.sh", "start"], timeout=120)
+        assert result.returncode == 0, f"ci/docker-service.sh start failed:\n{result.stderr}"
+    yield
+    if started:
+        result = _run(["bash", "ci/docker-service.sh", "stop"], timeout=120)
+        assert result.returncode == 0, f"ci/docker-service.sh stop left something behind:\n{result.stderr}"
+
+
+@pytest.fixture(scope="module")
+def kind_binary() -> str:
+    result = _run(["bash", "ci/kind/build-kind.sh"], timeout=1200)
+    assert result.returncode == 0, f"ci/kind/build-kind.sh failed:\n{result.stderr[-2000:]}"
+    return result.stdout.strip().splitlines()[-1]
+
+
+def _cluster_containers() -> list[str]:
+    out = _run(["docker", "ps", "-a", "--filter", f"label=io.x-k8s.kind.cluster={CLUSTER}", "--format", "{{.Names}}"])
+    return out.stdout.split()
+
+
+def test_suite_passes_on_kind_with_two_gpu_workers(docker_daemon, kind_binary, tmp_path, record_property):
+    if CLUSTER in _run([kind_binary, "get", "clusters"]).stdout.split():
+        # a cluster left by an interrupted run: start from nothing
+        _run([kind_binary, "delete", "cluster", "--name", CLUSTER], timeout=300)
+    child = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "conformance",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--cluster",
+        "kind",
+        "--kind-binary",
+        kind_binary,
+        "--report-dir",
+        str(tmp_path / "reports"),
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+    ]
+    result = subprocess.run(
+        child,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    tail = result.stdout[-6000:]
+    ready = re.search(r"kind: (\d+) nodes Ready ([\d.]+)s after `kind create cluster` started", result.stdout)
+    if ready:
+        record_property("kind_nodes", ready.group(1))
+        record_property("kind_create_to_ready_s", ready.group(2))
+    assert ready and ready.group(1) == "3", f"the kind cluster did not come up with 3 Ready nodes:\n{tail}"
+    assert re.search(r"advertise aliyun\.com/gpu-mem", result.stdout), f"no GPU worker advertised memory:\n{tail}"
+    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    record_property("kind_suite_counts", str(counts))
+    print(f"kind suite: {counts}; create to Ready {ready.group(2)} s")
+    assert result.returncode == 0 and counts["failures"] == counts["errors"] == 0, f"{counts}\n{tail}"
+    assert counts["tests"] - counts["skipped"] > 10, f"too few checks ran on kind: {counts}\n{tail}"
+    clusters = _run([kind_binary, "get", "clusters"]).stdout.split()
+    assert CLUSTER not in clusters, f"kind still lists {CLUSTER} after the run: {clusters}"
+    assert _cluster_containers() == [], f"containers of {CLUSTER} left: {_cluster_containers()}"
