@@ -42,6 +42,7 @@ def _alloc_within_and_past(suite, pod: str, visible: int, total_mib: int, physic
         suite.expect(v.fails_with(f"alloc_past_share_oom[card {visible}]", bad.exit_status, bad.output, OOM))
 
 
+@pytest.mark.capacity(cards=2)
 def test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory(suite):
     _require_isolation(suite)
     cards = suite.profile.cards_for(min(2, suite.max_cards))
@@ -57,6 +58,35 @@ def test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory(suit
         _alloc_within_and_past(suite, pod, visible, total, physical)
 
 
+# Every way a program can take device memory (gpushare-probe --api); each must be held
+# to the share, and a failure names the path.
+ALLOC_PATHS = ("alloc", "pitch", "managed", "async", "pool", "vmm")
+
+
+@pytest.mark.capacity(cards=1)
+@pytest.mark.parametrize("api", ALLOC_PATHS)
+def test_every_allocation_path_is_held_to_the_share(suite, api):
+    _require_isolation(suite)
+    if not suite.profile.probe_path:
+        pytest.skip(f"stack profile {suite.profile.name!r} mounts no allocation probe")
+    per_card = 1
+    with allure.step(f"Run a pod with {per_card} GiB on one card"):
+        pod = suite.submit_share_pod(f"path-{api}", per_card, None)
+        obj = suite.wait_running(pod)
+    total = card_totals_mib(suite.nvidia_smi_exec(pod))[0]
+    within, past = total - HEADROOM_MIB, total + 1
+    with allure.step(f"--api {api}: allocating {within} MiB (within the {total} MiB shown) succeeds"):
+        ok = suite.probe(pod, 0, within, "--api", api)
+        suite.expect(v.exit_ok(f"alloc_within_share[--api {api}]", ok.exit_status, ok.output))
+    with allure.step(f"--api {api}: allocating {past} MiB (past the share) fails with {OOM}"):
+        physical = suite.physical_mib(obj, 0)
+        if physical is not None:
+            suite.expect(v.below(f"past_share_below_physical[--api {api}]", past, physical, "MiB"))
+        bad = suite.probe(pod, 0, past, "--api", api)
+        suite.expect(v.fails_with(f"alloc_past_share_oom[--api {api}]", bad.exit_status, bad.output, OOM))
+
+
+@pytest.mark.capacity(cards="all")
 def test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card(suite):
     _require_isolation(suite)
     cards = suite.profile.cards_for(suite.max_cards)
@@ -86,11 +116,16 @@ def test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card
     if suite.profile.inspect_path:
         with allure.step("The extender's books: used never exceeds a card's total"):
             data = suite.inspect()
-            over = [(n.get("name"), d.get("id"), d.get("usedGPU"), d.get("totalGPU"))
-                    for n in data.get("nodes", []) for d in n.get("devs", []) if d.get("usedGPU", 0) > d.get("totalGPU", 0)]
+            over = [
+                (n.get("name"), d.get("id"), d.get("usedGPU"), d.get("totalGPU"))
+                for n in data.get("nodes", [])
+                for d in n.get("devs", [])
+                if d.get("usedGPU", 0) > d.get("totalGPU", 0)
+            ]
             suite.expect(v.none_of("inspect_used_within_total", over, "cards whose used exceeds total"))
 
 
+@pytest.mark.capacity(cards=0)
 def test_node_advertising_matches_nvml_inventory(suite):
     if suite.profile.per_card_mib:
         pytest.skip(f"stack profile {suite.profile.name!r} advertises no GiB memory resource to compare")
@@ -106,10 +141,22 @@ def test_node_advertising_matches_nvml_inventory(suite):
     expected_count = len(truth)
     expected_mem = sum(mib // 1024 for mib in truth.values())
     with allure.step(f"Node {node.node} advertises {expected_count} cards and {expected_mem} GiB"):
-        suite.expect(v.equal("advertised_gpu_count", expected_count, node.advertised_count,
-                             f"allocatable {suite.profile.count_resource}"))
-        suite.expect(v.equal("advertised_gpu_mem", expected_mem, node.advertised_mem,
-                             f"allocatable {suite.profile.memory_resource} (whole GiB per card, summed)"))
+        suite.expect(
+            v.equal(
+                "advertised_gpu_count",
+                expected_count,
+                node.advertised_count,
+                f"allocatable {suite.profile.count_resource}",
+            )
+        )
+        suite.expect(
+            v.equal(
+                "advertised_gpu_mem",
+                expected_mem,
+                node.advertised_mem,
+                f"allocatable {suite.profile.memory_resource} (whole GiB per card, summed)",
+            )
+        )
     if node.source.startswith("annotation"):
         with allure.step("The device plugin's card list matches NVML card by card"):
             seen = {c.index: c.memory_mib for c in node.cards}

@@ -20,6 +20,7 @@ COMPUTE_LIMIT_ENV = ("CUDA_DEVICE_SM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 COMPUTE_RESOURCES = ("nvidia.com/gpucores", "aliyun.com/gpu-core.percentage")
 
 
+@pytest.mark.capacity(cards=1)
 def test_compute_is_shared_not_isolated(suite):
     with allure.step("Run a share pod (2 GiB on one card)"):
         pod = suite.submit_share_pod("compute", 2, None)

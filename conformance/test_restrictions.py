@@ -27,6 +27,7 @@ def _expect_rejected(suite, name: str, total: int, cards: int | None, rule: str,
         suite.expect(v.matches(f"reason_names_rule[{rule}]", pattern, reason, "scheduling reason"))
 
 
+@pytest.mark.capacity(cards=0)
 def test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled(suite):
     if suite.profile.per_card_mib:
         pytest.skip(f"stack profile {suite.profile.name!r} asks memory per card: N/M cannot be fractional")
@@ -37,6 +38,7 @@ def test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled(suite):
     _expect_rejected(suite, "not-integer", 3, 2, "N/M must be an integer", NON_INTEGER)
 
 
+@pytest.mark.capacity(cards=0)
 def test_gpu_count_above_any_node_cards_is_not_scheduled(suite):
     cards = suite.max_cards + 1
     if suite.profile.max_cards is not None and cards > suite.profile.max_cards:
@@ -44,6 +46,7 @@ def test_gpu_count_above_any_node_cards_is_not_scheduled(suite):
     _expect_rejected(suite, "too-many-cards", cards, cards, "all M cards on one node", TOO_MANY_CARDS)
 
 
+@pytest.mark.capacity(cards=0)
 def test_per_card_share_above_card_size_is_not_scheduled(suite):
     per_card = suite.node.card_gib + 1
     # With 3+ cards the pod total stays within the node's total, so only the per-card
@@ -52,6 +55,7 @@ def test_per_card_share_above_card_size_is_not_scheduled(suite):
     _expect_rejected(suite, "share-above-card", per_card * (cards or 1), cards, "N/M fits on a card", SHARE_ABOVE_CARD)
 
 
+@pytest.mark.capacity(cards="all")
 def test_all_cards_of_a_pod_are_distinct_and_on_its_node(suite):
     cards = suite.profile.cards_for(suite.max_cards)
     if cards < 2:

@@ -30,6 +30,7 @@ def _verify_smi(suite, pod: str, report, how: str) -> None:
             suite.expect(check_card_total(total, TOTAL_GIB // CARDS, suite.physical_mib(obj, visible)))
 
 
+@pytest.mark.capacity(cards=CARDS)
 def test_seed_job_gets_4gib_on_each_of_2_cards(suite):
     if suite.max_cards < CARDS:
         pytest.skip(f"the seed needs {CARDS} cards on one node; the largest GPU node has {suite.max_cards}")

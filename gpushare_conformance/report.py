@@ -1,38 +1,44 @@
-"""The suite's report: verdicts the checks record, the table printed at the end, and the
-environment facts written for allure.
+"""The suite's report data: verdicts the checks record, verdicts.json, the full verdict
+table, and the environment facts written for allure.
 
-Checks record each comparison they make (check, expected, observed, pass/fail); the
-pytest plugin collects them into ``<report-dir>/verdicts.json`` and the ``run`` command
-prints them as a table, so a reader sees what was measured, not only which test failed.
+A check records each comparison it makes (check, expected, observed, pass/fail) as a
+pytest user property named ``gpushare.verdict`` (JSON), so it travels with the test's
+report: the controller of a run (also under pytest-xdist) reads the reports, not the
+workers' memory, and writes ``<report-dir>/verdicts.json``; ``summary.py`` turns that
+into the verdict at a glance, ``render_table`` into the full list.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 VERDICTS_FILE = "verdicts.json"
 ENVIRONMENT_FILE = "environment.properties"
-VERDICTS_SCHEMA = 1
+VERDICTS_SCHEMA = 2
+VERDICT_PROPERTY = "gpushare.verdict"
+DIAGNOSTICS_PROPERTY = "gpushare.diagnostics"
+OUTCOMES = ("passed", "failed", "error", "skipped")
 
 
 class ReportError(ValueError):
-    """A verdicts file that is missing, unreadable or of the wrong shape."""
+    """A verdicts file or verdict property that is missing, unreadable or of the wrong shape."""
 
 
 @dataclass(frozen=True)
 class VerdictRecord:
     """One comparison a check made, as the report shows it."""
 
-    test: str
+    test: str  # the check's pytest node id
     check: str
     expected: str
     observed: str
     passed: bool
     # "info" rows state facts (e.g. compute is not isolated) rather than judge them.
     kind: str = "verdict"
+    detail: str = ""
 
     @property
     def outcome(self) -> str:
@@ -40,8 +46,41 @@ class VerdictRecord:
             return "info"
         return "pass" if self.passed else "FAIL"
 
+    @property
+    def base_check(self) -> str:
+        """The check's name without its ``[...]`` qualifier (``alloc_past_share_oom[card 0]``)."""
+        return self.check.split("[", 1)[0]
 
-def record_from_verdict(test: str, verdict: Any) -> VerdictRecord:
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """How one check (a pytest test) ended, and where its evidence is."""
+
+    outcome: str  # one of OUTCOMES
+    reason: str = ""  # skip reason or the first line of the failure
+    evidence: tuple[str, ...] = ()  # diagnostics folders, allure results
+
+
+@dataclass
+class VerdictFile:
+    records: list[VerdictRecord] = field(default_factory=list)
+    outcomes: dict[str, CheckOutcome] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)
+
+
+def words(value: Any) -> str:
+    """A verdict's figure in words: card-total windows as ``4096..4505 MiB and < 16160 MiB``."""
+    if isinstance(value, Mapping) and {"min_mib", "max_mib"} <= set(value):
+        text = f"{value['min_mib']}..{value['max_mib']} MiB"
+        if value.get("below_physical_mib") is not None:
+            text += f" and < {value['below_physical_mib']} MiB"
+        return text
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def record_from_verdict(test: str, verdict: Any, kind: str = "verdict") -> VerdictRecord:
     """Turn an ``allocation.Verdict`` (or any object with the same fields) into a record.
 
     The fields read are ``check``, ``expected``, ``observed`` and ``passed``; a missing
@@ -53,19 +92,43 @@ def record_from_verdict(test: str, verdict: Any) -> VerdictRecord:
     return VerdictRecord(
         test=test,
         check=str(verdict.check),
-        expected=str(verdict.expected),
-        observed=str(verdict.observed),
+        expected=words(verdict.expected),
+        observed=words(verdict.observed),
         passed=bool(verdict.passed),
+        kind=kind,
+        detail=str(getattr(verdict, "detail", "") or ""),
     )
 
 
-def write_verdicts(path: Path, records: Iterable[VerdictRecord], outcomes: Mapping[str, str] | None = None) -> Path:
-    """Write the records (and each test's outcome) as JSON; returns the file written."""
+def property_value(record: VerdictRecord) -> str:
+    """The ``gpushare.verdict`` user property's value for ``record`` (the test id stays out:
+    the report it travels with names the test)."""
+    data = asdict(record)
+    del data["test"]
+    return json.dumps(data, sort_keys=True)
+
+
+def record_from_property(test: str, value: str) -> VerdictRecord:
+    """Read one ``gpushare.verdict`` property back (see ``property_value``)."""
+    try:
+        data = json.loads(value)
+        return VerdictRecord(test=test, **data)
+    except (ValueError, TypeError) as exc:
+        raise ReportError(f"{test}: {VERDICT_PROPERTY} property {value!r} is not a verdict: {exc}") from exc
+
+
+def records_from_properties(test: str, user_properties: Iterable[tuple[str, Any]]) -> list[VerdictRecord]:
+    return [record_from_property(test, str(v)) for k, v in user_properties if k == VERDICT_PROPERTY]
+
+
+def write_verdicts(path: Path, result: VerdictFile) -> Path:
+    """Write the verdicts, each check's outcome and the run's facts as JSON; returns the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "schema": VERDICTS_SCHEMA,
-        "verdicts": [asdict(r) for r in records],
-        "outcomes": dict(outcomes or {}),
+        "facts": dict(result.facts),
+        "outcomes": {k: {**asdict(v), "evidence": list(v.evidence)} for k, v in result.outcomes.items()},
+        "verdicts": [asdict(r) for r in result.records],
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
@@ -73,7 +136,7 @@ def write_verdicts(path: Path, records: Iterable[VerdictRecord], outcomes: Mappi
     return path
 
 
-def read_verdicts(path: Path) -> tuple[list[VerdictRecord], dict[str, str]]:
+def read_verdicts(path: Path) -> VerdictFile:
     """Read a file written by ``write_verdicts``."""
     try:
         data = json.loads(path.read_text())
@@ -82,38 +145,55 @@ def read_verdicts(path: Path) -> tuple[list[VerdictRecord], dict[str, str]]:
     except ValueError as exc:
         raise ReportError(f"{path} is not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema") != VERDICTS_SCHEMA or not isinstance(data.get("verdicts"), list):
-        raise ReportError(f"{path}: expected {{'schema': {VERDICTS_SCHEMA}, 'verdicts': [...]}}")
-    records = []
+        raise ReportError(f"{path}: expected {{'schema': {VERDICTS_SCHEMA}, 'verdicts': [...], ...}}")
+    result = VerdictFile(facts={str(k): str(v) for k, v in (data.get("facts") or {}).items()})
     for i, row in enumerate(data["verdicts"]):
         try:
-            records.append(VerdictRecord(**row))
+            result.records.append(VerdictRecord(**row))
         except TypeError as exc:
             raise ReportError(f"{path}: verdict #{i} has the wrong fields: {exc}") from exc
-    return records, dict(data.get("outcomes") or {})
+    for nodeid, row in (data.get("outcomes") or {}).items():
+        try:
+            result.outcomes[nodeid] = CheckOutcome(row["outcome"], row.get("reason", ""), tuple(row.get("evidence", ())))
+        except (KeyError, TypeError) as exc:
+            raise ReportError(f"{path}: outcome of {nodeid} has the wrong shape: {exc}") from exc
+    return result
 
 
-def _short(text: str, width: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+def render_table(records: Sequence[VerdictRecord], *, width: int | None = None, colour: bool = False) -> str:
+    """The full verdict list as a table (rich): check, expected, observed, result.
 
+    The check column is never cut (it is as wide as its longest name); expected and
+    observed wrap. Colour only when ``colour`` (the caller knows whether it writes to a
+    terminal).
+    """
+    from io import StringIO
 
-def render_table(records: Sequence[VerdictRecord], width: int = 48) -> str:
-    """A plain-text table: check, expected, observed, pass/FAIL/info (one row per record)."""
-    header = ("check", "expected", "observed", "result")
-    rows = [(f"{_short(r.test, 40)}: {r.check}", r.expected, r.observed, r.outcome) for r in records]
-    rows = [tuple(_short(c, width) for c in row) for row in rows]
-    widths = [max(len(header[i]), *(len(row[i]) for row in rows)) if rows else len(header[i]) for i in range(4)]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
-    def fmt(row: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |"
-
-    out = [line, fmt(header), line.replace("-", "=")]
-    out += [fmt(row) for row in rows] or [fmt(("(no verdicts recorded)", "", "", ""))]
-    out.append(line)
+    names = [f"{r.test.rsplit('/', 1)[-1]}: {r.check}" for r in records]
+    name_width = max([len("check"), *map(len, names)])
+    table = Table(box=box.SQUARE if colour else box.ASCII2, header_style="bold" if colour else "")
+    table.add_column("check", no_wrap=True, min_width=name_width)
+    table.add_column("expected", overflow="fold")
+    table.add_column("observed", overflow="fold")
+    table.add_column("result", no_wrap=True)
+    styles = {"pass": "green", "FAIL": "bold red", "info": "cyan"}
+    # Text cells: a check's words (``[card 0]``, a /regex/) are never read as markup.
+    for name, r in zip(names, records, strict=True):
+        table.add_row(Text(name), Text(r.expected), Text(r.observed), Text(r.outcome, style=styles[r.outcome]))
+    if not records:
+        table.add_row("(no verdicts recorded)", "", "", "")
+    out = StringIO()
+    console = Console(file=out, width=max(width or 120, name_width + 40), force_terminal=colour,
+                      no_color=not colour, color_system="standard" if colour else None, highlight=False)
+    console.print(table)
     failed = sum(1 for r in records if r.kind != "info" and not r.passed)
-    out.append(f"{len(records)} verdict(s), {failed} failed")
-    return "\n".join(out)
+    console.print(f"{len(records)} verdict(s), {failed} failed", highlight=False)
+    return out.getvalue().rstrip("\n")
 
 
 def _escape_property(value: str) -> str:
@@ -127,3 +207,18 @@ def write_environment(directory: Path, facts: Mapping[str, Any]) -> Path:
     lines = [f"{key.replace(' ', '_')} = {_escape_property(value)}" for key, value in sorted(facts.items())]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def write_executor(directory: Path, report_name: str) -> Path:
+    """Write allure's ``executor.json``, which names the report (Allure 2 reads it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "executor.json"
+    path.write_text(json.dumps({"name": "gpushare-conformance", "type": "local", "reportName": report_name,
+                                "buildName": report_name}, indent=2) + "\n")
+    return path
+
+
+def report_name(facts: Mapping[str, str]) -> str:
+    """The report's name: the stack and the cluster it ran on."""
+    stack, cluster = facts.get("stack", "?"), facts.get("cluster", "?")
+    return f"gpushare conformance: {stack} stack on {cluster} cluster"

@@ -9,7 +9,9 @@ scheduled against the rules, or runs without isolation.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+import time
+from collections.abc import Mapping
+from typing import Any
 
 from gpushare_stack import contract
 from gpushare_stack.request import ShareRequest, share_request
@@ -17,19 +19,37 @@ from gpushare_stack.request import ShareRequest, share_request
 UNEVEN_SPLIT = "uneven-split"
 IGNORE_INTEGER_RULE = "ignore-integer-rule"
 NO_ISOLATION = "no-isolation"
-EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE)
-DEVICE_PLUGIN_FAULTS = (NO_ISOLATION,)
+STALE_VIEW = "stale-view"
+CARDS_ACROSS_NODES = "cards-across-nodes"
+PER_PROCESS_BUDGET = "per-process-budget"
+LEAK_FREES = "leak-frees"
+NO_RECLAIM = "no-reclaim"
+EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES)
+# Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
+SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM)
+DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, *SHIM_FAULTS)
+SHIM_FAULT_ENV = "GPUSHARE_SHIM_FAULT"
+# stale-view: how long a bind waits between choosing cards and writing them, so binds
+# of a burst overlap and each chooses from a view without the others.
+STALE_VIEW_BIND_DELAY_S = 2.0
 
 HELP = "for proving the suite catches a broken stack; never use in production"
 EXTENDER_HELP = (
     f"break the extender on purpose, {HELP}: {UNEVEN_SPLIT} writes per-card GiB that are uneven "
     f"but sum to N (first card +1, last card -1, for M > 1); {IGNORE_INTEGER_RULE} accepts N/M "
-    "that is not an integer and gives floor(N/M) GiB per card (default: no fault)"
+    f"that is not an integer and gives floor(N/M) GiB per card; {STALE_VIEW} filters and binds "
+    "from the informer's view only, ignoring reservations of binds in flight (and waits "
+    f"{STALE_VIEW_BIND_DELAY_S:g} s before writing a bind, so a burst's binds overlap); "
+    f"{CARDS_ACROSS_NODES} counts free cards across all nodes, so a pod asking M cards fits "
+    "a node that has fewer (default: no fault)"
 )
 DEVICE_PLUGIN_HELP = (
     f"break the device plugin on purpose, {HELP}: {NO_ISOLATION} leaves the isolation shim "
     "out of Allocate (no LD_PRELOAD, no GPUSHARE_MEMORY_LIMIT* variables; mock libraries are "
-    "still mounted, so nvidia-smi shows the physical card) (default: no fault)"
+    "still mounted, so nvidia-smi shows the physical card); the shim faults, passed to it in "
+    f"{SHIM_FAULT_ENV}: {PER_PROCESS_BUDGET} gives each process of a container its own budget, "
+    f"{LEAK_FREES} never credits a free back, {NO_RECLAIM} never gives back the memory of a "
+    "killed process (default: no fault)"
 )
 
 
@@ -63,6 +83,35 @@ def ignore_integer_rule(pod: Mapping[str, Any]) -> ShareRequest:
 def without_isolation(env: Mapping[str, str]) -> dict[str, str]:
     """Fault ``no-isolation``: the container env minus the shim and its limits."""
     return {
-        key: value for key, value in env.items()
+        key: value
+        for key, value in env.items()
         if key != contract.ENV_LD_PRELOAD and not key.startswith(contract.ENV_LIMIT_ALL)
     }
+
+
+def cards_free_across_nodes(free_desc: Mapping[str, list[int]], share_gib: int) -> int:
+    """Fault ``cards-across-nodes``: cards with ``share_gib`` free, counted over every
+    node (the rule is per node), so M cards "fit" where no node has M."""
+    return sum(1 for free in free_desc.values() for f in free if f >= share_gib)
+
+
+def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareRequest) -> int:
+    """Fault ``cards-across-nodes``: how many of the pod's cards the bind takes on this
+    node (those that fit, at most M); the pod is split, its other cards left "elsewhere"."""
+    fitting = sum(1 for c in cards if c.healthy and c.total_gib - used.get(c.index, 0) >= request.per_card_gib)
+    return max(1, min(request.count, fitting))
+
+
+def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
+    """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``): the container
+    env plus ``GPUSHARE_SHIM_FAULT``, which the shim reads at start and announces on
+    stderr as ``FAULT INJECTED``."""
+    return {**env, SHIM_FAULT_ENV: fault}
+
+
+def stale_view_delay(log: logging.Logger, pod: str) -> None:
+    """Fault ``stale-view``: hold a bind between choosing its cards and writing them."""
+    log.warning(
+        "FAULT INJECTED: stale-view: binding %s in %.1f s without reserving its cards", pod, STALE_VIEW_BIND_DELAY_S
+    )
+    time.sleep(STALE_VIEW_BIND_DELAY_S)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,3 +159,45 @@ def layer_from_directory(source: Path, out: Path) -> Path:
             archive.add(str(child), arcname=child.name, filter=as_root)
     tmp.replace(out)
     return out
+
+
+def archive_refs(archive: Path) -> list[str]:
+    """The image references an archive's index names."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        index = json.loads(member.read()) if member else {}
+    return [m.get("annotations", {}).get("io.containerd.image.name") or
+            m.get("annotations", {}).get("org.opencontainers.image.ref.name")
+            for m in index.get("manifests", []) if m.get("annotations")]
+
+
+def ctr_image_digests(ctr: list[str]) -> dict[str, str]:
+    """Reference -> manifest digest of every image in a containerd namespace (`ctr images ls`)."""
+    listed = subprocess.run([*ctr, "images", "ls"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    digests = {}
+    for line in listed.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 3 and fields[2].startswith("sha256:"):
+            digests[fields[0]] = fields[2]
+    return digests
+
+
+def import_archives(ctr: list[str], archives: list[Path], progress=print) -> dict[str, str]:
+    """Import each archive unless every reference it names already points at its manifest.
+
+    Having the manifest somewhere in the store is not enough: after building A, then B,
+    then A again, A's manifest is still stored while the tag points at B, so the
+    check is per reference. Returns reference -> digest now tagged.
+    """
+    current = ctr_image_digests(ctr)
+    for archive in archives:
+        digest = manifest_digest_of(archive)
+        refs = archive_refs(archive)
+        if digest and refs and all(current.get(ref) == f"sha256:{digest}" for ref in refs):
+            continue
+        progress(f"importing {archive.name} ({', '.join(refs)} -> sha256:{(digest or '?')[:12]})")
+        result = subprocess.run([*ctr, "images", "import", "--no-unpack=false", str(archive)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"ctr images import {archive} failed: {result.stdout.strip()}")
+    return ctr_image_digests(ctr)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import grpc
 
@@ -128,6 +129,8 @@ class DevicePlugin:
         )
         if self.fault == faults.NO_ISOLATION:
             env = faults.without_isolation(env)
+        elif self.fault in faults.SHIM_FAULTS:
+            env = faults.with_shim_fault(env, self.fault)
         return env, mounts
 
     def allocate_mem(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:

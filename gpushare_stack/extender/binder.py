@@ -8,6 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
+from gpushare_stack import faults
 from gpushare_stack.allocation import Allocation, bind_annotations
 from gpushare_stack.extender.state import BindError, ClusterState
 from gpushare_stack.kubeclient import MERGE_PATCH
@@ -54,6 +55,8 @@ class Binder:
             self._create_binding(namespace, name, uid, node)
             return None
         alloc = self.state.assume(pod, node)
+        if self.state.fault == faults.STALE_VIEW:
+            faults.stale_view_delay(log, f"{namespace}/{name}")
         try:
             self.core.patch_namespaced_pod(
                 name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}}, _content_type=MERGE_PATCH

@@ -246,8 +246,12 @@ class ClusterState:
         count, share = request.count, request.per_card_gib
         with self._lock:
             nodes_known, free_desc, misfits, key = self._nodes, self._free_desc, self._misfits, (count, share)
+            pooled = faults.cards_free_across_nodes(free_desc, share) if self.fault == faults.CARDS_ACROSS_NODES else 0
             for name, ref in zip(names, refs, strict=True):
                 entry = nodes_known.get(name)
+                if pooled >= count and any(f >= share for f in free_desc.get(name, ())):
+                    outcome.fits.append(name)  # fault cards-across-nodes: counted over every node
+                    continue
                 if ref is name or (entry is not None and entry.source == ref.source):
                     free = free_desc.get(name)
                     if free is not None and len(free) >= count and free[count - 1] >= share:
@@ -303,13 +307,16 @@ class ClusterState:
                     f"bound to {pod['spec']['nodeName']}"
                 )
             self._release(uid)  # an earlier failed attempt of the same pod
-            bad = self._node_misfit(node, request, self._nodes.get(node))
-            if bad is not None:
-                raise BindError(bad.reason)
+            count = request.count
+            if self.fault == faults.CARDS_ACROSS_NODES and node in self._nodes:
+                # Fault: the rest of the pod's cards are "on other nodes"; take what this node has.
+                count = faults.cards_on_this_node(self._nodes[node].cards, self._used.get(node, {}), request)
+            else:
+                bad = self._node_misfit(node, request, self._nodes.get(node))
+                if bad is not None:
+                    raise BindError(bad.reason)
             cards = self._nodes[node].cards
-            chosen = selection.select_cards(
-                cards, self._used.get(node, {}), request.count, request.per_card_gib, self.policy
-            )
+            chosen = selection.select_cards(cards, self._used.get(node, {}), count, request.per_card_gib, self.policy)
             if chosen is None:  # misfit() said it fits; guard the invariant anyway
                 raise BindError(f"gpushare: no {request.count} cards with {request.per_card_gib} GiB free on {node}")
             containers = {c.index: {i: request.container_per_card(c) for i in chosen} for c in request.containers}
@@ -323,6 +330,8 @@ class ClusterState:
                 containers=containers,
                 assume_time_ns=self._clock(),
             )
+            if self.fault == faults.STALE_VIEW:
+                return alloc  # fault: no reservation; the view changes when the informer sees the bind
             self._hold(alloc)
             return alloc
 

@@ -8,6 +8,11 @@
  *                                  (cuda_alloc_paths.c: alloc, pitch, managed, async, pool, vmm;
  *                                  default alloc); on failure print the CUDA error name and
  *                                  the path that failed, and exit 2
+ *       [--cycles C]               allocate and free the K x N MiB C times in this process
+ *                                  (a failure names the cycle); memory must come back
+ *       [--then-exec CMD ARG...]   while holding the allocation, run CMD as a child
+ *                                  process and wait for it; exit with its status (the
+ *                                  rest of the command line is the child's)
  *
  * It opens libcuda.so.1 with dlopen and resolves entry points with dlsym, as TF does,
  * so LD_LIBRARY_PATH and the isolation shim decide what it gets. */
@@ -20,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -176,7 +182,32 @@ static int show(int raw) {
     return 0;
 }
 
-static int allocate(int ordinal, long mib, long times, long hold_seconds, const alloc_path_t *path) {
+/* Run argv as a child while this process holds its allocation; its exit status. */
+static int run_child(char **argv) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "gpushare-probe: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "gpushare-probe: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFSIGNALED(status)) {
+        printf("child %s killed by signal %d\n", argv[0], WTERMSIG(status));
+        return 128 + WTERMSIG(status);
+    }
+    printf("child %s exited %d\n", argv[0], WEXITSTATUS(status));
+    return WEXITSTATUS(status);
+}
+
+static int allocate(int ordinal, long mib, long times, long hold_seconds, const alloc_path_t *path, long cycles,
+                    char **child) {
     CUdevice dev;
     CUcontext ctx;
     CUresult rc = cu.DeviceGet(&dev, ordinal);
@@ -196,41 +227,53 @@ static int allocate(int ordinal, long mib, long times, long hold_seconds, const 
     }
     path_block_t *blocks = calloc((size_t)times, sizeof *blocks);
     if (!blocks) return 1;
-    for (long k = 0; k < times; k++) {
-        rc = path->alloc(&state, &blocks[k], (size_t)mib << 20, &step);
-        if (rc != CUDA_SUCCESS) {
-            printf("alloc %ld MiB on device %d failed: %s (%s, --api %s)\n", mib, ordinal, err_name(rc), step, path->name);
-            fprintf(stderr, "gpushare-probe: %s(%ld MiB) on device %d (--api %s): %s\n", step, mib, ordinal, path->name,
-                    err_name(rc));
-            fflush(stdout);
-            for (long j = 0; j < k; j++) path->release(&state, &blocks[j], &step);
-            path->close(&state);
-            free(blocks);
-            return 2;
+    char cycle_note[64] = "";
+    int status = 0;
+    for (long cycle = 1; cycle <= cycles; cycle++) {
+        if (cycles > 1) snprintf(cycle_note, sizeof cycle_note, ", cycle %ld of %ld", cycle, cycles);
+        for (long k = 0; k < times; k++) {
+            rc = path->alloc(&state, &blocks[k], (size_t)mib << 20, &step);
+            if (rc != CUDA_SUCCESS) {
+                printf("alloc %ld MiB on device %d failed: %s (%s, --api %s%s)\n", mib, ordinal, err_name(rc), step,
+                       path->name, cycle_note);
+                fprintf(stderr, "gpushare-probe: %s(%ld MiB) on device %d (--api %s%s): %s\n", step, mib, ordinal,
+                        path->name, cycle_note, err_name(rc));
+                fflush(stdout);
+                for (long j = 0; j < k; j++) path->release(&state, &blocks[j], &step);
+                path->close(&state);
+                free(blocks);
+                return 2;
+            }
         }
-    }
-    size_t free_b = 0, total_b = 0;
-    cu.MemGetInfo(&free_b, &total_b);
-    printf("allocated %ld x %ld MiB on device %d via %s (free %zu of %zu bytes)\n", times, mib, ordinal, path->entry, free_b,
-           total_b);
-    fflush(stdout);
-    if (hold_seconds > 0) {
-        struct timespec ts = {hold_seconds, 0};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-    }
-    for (long k = 0; k < times; k++) {
-        rc = path->release(&state, &blocks[k], &step);
-        if (rc != CUDA_SUCCESS) {
-            fprintf(stderr, "gpushare-probe: %s (--api %s): %s\n", step, path->name, err_name(rc));
-            free(blocks);
-            return 1;
+        if (cycle == cycles) {
+            size_t free_b = 0, total_b = 0;
+            cu.MemGetInfo(&free_b, &total_b);
+            if (cycles > 1)
+                printf("allocated and freed %ld x %ld MiB on device %d %ld times via %s\n", times, mib, ordinal,
+                       cycles - 1, path->entry);
+            printf("allocated %ld x %ld MiB on device %d via %s (free %zu of %zu bytes)\n", times, mib, ordinal,
+                   path->entry, free_b, total_b);
+            fflush(stdout);
+            if (hold_seconds > 0) {
+                struct timespec ts = {hold_seconds, 0};
+                while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+            }
+            if (child) status = run_child(child);
+        }
+        for (long k = 0; k < times; k++) {
+            rc = path->release(&state, &blocks[k], &step);
+            if (rc != CUDA_SUCCESS) {
+                fprintf(stderr, "gpushare-probe: %s (--api %s%s): %s\n", step, path->name, cycle_note, err_name(rc));
+                free(blocks);
+                return 1;
+            }
         }
     }
     path->close(&state);
     free(blocks);
     cu.CtxSetCurrent(NULL);
     cu.PrimaryCtxRelease(dev);
-    return 0;
+    return status;
 }
 
 static long number_arg(const char *flag, const char *value, long min) {
@@ -245,8 +288,9 @@ static long number_arg(const char *flag, const char *value, long min) {
 }
 
 int main(int argc, char **argv) {
-    long device = -1, mib = -1, times = 1, hold = 0;
+    long device = -1, mib = -1, times = 1, hold = 0, cycles = 1;
     int raw = 0;
+    char **child = NULL;
     const alloc_path_t *path = alloc_path_named("alloc");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -255,6 +299,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--alloc-mib")) { mib = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--count")) { times = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--hold-seconds")) { hold = number_arg(a, next, 0); i++; }
+        else if (!strcmp(a, "--cycles")) { cycles = number_arg(a, next, 1); i++; }
+        else if (!strcmp(a, "--then-exec")) {
+            if (!next) {
+                fprintf(stderr, "gpushare-probe: --then-exec expects a command\n");
+                return 64;
+            }
+            child = &argv[i + 1];
+            break;
+        }
         else if (!strcmp(a, "--api")) {
             path = next ? alloc_path_named(next) : NULL;
             if (!path) {
@@ -264,7 +317,8 @@ int main(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: gpushare-probe [--raw] | --device I --alloc-mib N [--count K] [--hold-seconds S] [--api %s]\n",
+            printf("usage: gpushare-probe [--raw] | --device I --alloc-mib N [--count K] [--hold-seconds S] [--api %s]\n"
+                   "                      [--cycles C] [--then-exec CMD ARG...]\n",
                    ALLOC_PATH_NAMES);
             return 0;
         } else {
@@ -272,7 +326,7 @@ int main(int argc, char **argv) {
             return 64;
         }
     }
-    if ((device >= 0) != (mib > 0)) {
+    if ((device >= 0) != (mib > 0) || ((cycles > 1 || child) && device < 0)) {
         fprintf(stderr, "gpushare-probe: --device and --alloc-mib go together\n");
         return 64;
     }
@@ -284,6 +338,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "failed call to cuInit: %s\n", err_name(rc));
         return 2;
     }
-    if (device >= 0) return allocate((int)device, mib, times, hold, path);
+    if (device >= 0) return allocate((int)device, mib, times, hold, path, cycles, child);
     return show(raw);
 }

@@ -18,8 +18,15 @@ typedef enum {
     SHIM_BROKEN = 2,      /* malformed configuration: every CUDA/NVML call fails */
 } shim_mode_t;
 
+/* Deliberate faults (GPUSHARE_SHIM_FAULT, set only by the device plugin under --fault;
+ * gpushare_stack/faults.py): each breaks one rule so the suite can show it notices. */
+#define SHIM_FAULT_PER_PROCESS_BUDGET 1u /* each process gets its own usage file */
+#define SHIM_FAULT_LEAK_FREES 2u         /* frees are never credited back */
+#define SHIM_FAULT_NO_RECLAIM 4u         /* dead processes keep their memory */
+
 typedef struct {
     shim_mode_t mode;
+    unsigned fault; /* SHIM_FAULT_* bits; 0 = a sound shim */
     uint64_t limit[SHIM_MAX_DEVICES]; /* bytes; 0 = no limit for this container card */
     char usage_file[512];
     char error[512]; /* why the configuration was refused (mode == SHIM_BROKEN) */
@@ -91,6 +98,8 @@ HIDDEN extern usage_file_t *g_usage_file;
 HIDDEN extern usage_slot_t *g_usage_me;
 /* Cached lower bound of the sum of the other slots' released[d]. */
 HIDDEN extern uint64_t g_usage_others_released[SHIM_MAX_DEVICES];
+/* Fault leak-frees is on (set when the process attaches). */
+HIDDEN extern int g_usage_leak_frees;
 
 /* Slow paths: attach, reread the others' sum, reclaim dead processes. */
 HIDDEN int usage_reserve_slow(int dev, uint64_t bytes, uint64_t limit);
@@ -140,7 +149,7 @@ static inline void usage_force_reserve(int dev, uint64_t bytes) {
 /* Give back bytes reserved by this process on card dev. */
 static inline void usage_release(int dev, uint64_t bytes) {
     usage_slot_t *me = g_usage_me;
-    if (me) usage_own_add(&me->released[dev], bytes);
+    if (me && LIKELY(!g_usage_leak_frees)) usage_own_add(&me->released[dev], bytes);
 }
 
 #endif

@@ -2,6 +2,9 @@
  *   GPUSHARE_MEMORY_LIMIT_<i>  limit for container card i (wins over the next)
  *   GPUSHARE_MEMORY_LIMIT      limit for every card
  *   GPUSHARE_USAGE_FILE        shared accounting file (default /tmp/.gpushare-usage)
+ *   GPUSHARE_SHIM_FAULT        a deliberate fault, comma list of per-process-budget,
+ *                              leak-frees, no-reclaim (set only by the device plugin
+ *                              under --fault; never in production)
  * A malformed value refuses the whole configuration: never a silent "unlimited". */
 #include "shim.h"
 
@@ -58,6 +61,28 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
         memcpy(name, *e, klen);
         name[klen] = '\0';
         const char *value = eq + 1;
+        if (strcmp(name, "GPUSHARE_SHIM_FAULT") == 0) {
+            static const struct { const char *name; unsigned bit; } known[] = {
+                {"per-process-budget", SHIM_FAULT_PER_PROCESS_BUDGET},
+                {"leak-frees", SHIM_FAULT_LEAK_FREES},
+                {"no-reclaim", SHIM_FAULT_NO_RECLAIM},
+            };
+            const char *p = value;
+            while (*p) {
+                size_t len = strcspn(p, ",");
+                unsigned bit = 0;
+                for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+                    if (strlen(known[k].name) == len && strncmp(p, known[k].name, len) == 0) bit = known[k].bit;
+                if (!bit) {
+                    refuse(cfg, name, value, "expected per-process-budget, leak-frees or no-reclaim");
+                    break;
+                }
+                cfg->fault |= bit;
+                p += len;
+                if (*p == ',') p++;
+            }
+            continue;
+        }
         if (strcmp(name, "GPUSHARE_USAGE_FILE") == 0) {
             if (value[0] != '/' || strlen(value) >= sizeof cfg->usage_file)
                 refuse(cfg, name, value, "expected an absolute path");

@@ -19,6 +19,7 @@
 usage_file_t *g_usage_file;
 usage_slot_t *g_usage_me;
 uint64_t g_usage_others_released[SHIM_MAX_DEVICES];
+int g_usage_leak_frees;
 
 static pid_t g_pid; /* the pid that owns g_usage_me */
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,6 +57,7 @@ static uint64_t start_time_of(pid_t pid) {
 
 static int slot_is_dead(const usage_slot_t *s) {
     if (s->pid <= 0) return 0;
+    if (UNLIKELY(shim_config()->fault & SHIM_FAULT_NO_RECLAIM)) return 0; /* fault: the dead keep their memory */
     if (kill(s->pid, 0) != 0 && errno == ESRCH) return 1;
     uint64_t st = start_time_of(s->pid);
     return st != 0 && s->start_time != 0 && st != s->start_time; /* pid reused */
@@ -85,8 +87,30 @@ static void reclaim_dead(void) {
     }
 }
 
+/* Say once on stderr that a fault is on, so no one mistakes the shim for a sound one. */
+static void announce_fault(unsigned fault) {
+    char line[256];
+    int n = snprintf(line, sizeof line, "gpushare-shim: FAULT INJECTED: GPUSHARE_SHIM_FAULT=%s%s%s (never use in production)\n",
+                     fault & SHIM_FAULT_PER_PROCESS_BUDGET ? "per-process-budget," : "",
+                     fault & SHIM_FAULT_LEAK_FREES ? "leak-frees," : "", fault & SHIM_FAULT_NO_RECLAIM ? "no-reclaim," : "");
+    if (n > 0) {
+        ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+}
+
 static int open_file(void) {
     const char *path = shim_config()->usage_file;
+    unsigned fault = shim_config()->fault;
+    char own[600];
+    if (UNLIKELY(fault)) {
+        announce_fault(fault);
+        g_usage_leak_frees = (fault & SHIM_FAULT_LEAK_FREES) != 0;
+        if (fault & SHIM_FAULT_PER_PROCESS_BUDGET) { /* fault: a usage file of this process's own */
+            snprintf(own, sizeof own, "%s.%d", path, (int)getpid());
+            path = own;
+        }
+    }
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) { warn("cannot open"); return -1; }
     if (flock(fd, LOCK_EX) != 0) { warn("cannot lock"); close(fd); return -1; }

@@ -92,7 +92,10 @@ def test_kind_binary_option_must_name_an_executable(tmp_path):
 
 
 def test_without_docker_the_error_names_what_is_missing(tmp_path):
-    provider = kindp.KindProvider(docker_binary=str(tmp_path / "docker"))
+    kind = tmp_path / "kind"
+    kind.write_text("#!/bin/sh\nexit 0\n")
+    kind.chmod(0o755)
+    provider = kindp.KindProvider(kind_binary=str(kind), docker_binary=str(tmp_path / "docker"))
     with pytest.raises(kindp.KindProviderError, match=r"needs Docker: .*docker\.io"):
         provider.up(lambda m: None)
 

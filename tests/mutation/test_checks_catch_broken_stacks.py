@@ -27,7 +27,7 @@ from gpushare_conformance.fixtures.framework.kube import Kube
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_conformance.profiles import PROFILES
-from gpushare_stack import faults
+from gpushare_stack import contract, faults
 
 pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
 
@@ -40,6 +40,9 @@ SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
 GRID = "conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card"
 RESTRICTIONS = "conformance/test_restrictions.py"
 ISOLATION = "conformance/test_isolation.py"
+BUDGET = "conformance/test_budget.py"
+BURST = "conformance/test_burst.py"
+MULTINODE = "conformance/test_multinode.py"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Case:
     component: str  # the program taking --fault; its pods are labelled app=<component>
     must_fail: dict[str, str]
     control: str
+    gpu_nodes: int = 1  # GPU nodes the cluster needs for the checks to see the fault
 
 
 CASES = [
@@ -83,6 +87,55 @@ CASES = [
                 r"16160 MiB is the card's physical size",
         },
         control=f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
+    ),
+    Case(
+        faults.PER_PROCESS_BUDGET, "gpushare-device-plugin",
+        {
+            # Each process gets the whole 2 GiB: the second one is granted the rest plus 1 MiB.
+            f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left":
+                r"second_process_past_budget\[first holds 1536 MiB \+ asks 513 MiB > budget 2048 MiB\].*exit 0",
+            # The child sees the whole share free while its parent holds 1536 MiB.
+            f"{BUDGET}::test_child_of_a_process_using_the_card_sees_the_same_share_and_budget":
+                r"child_free_after_parent: the child's free while its parent holds 1536 of 2048 MiB: 2048 MiB exceeds 512",
+        },
+        control=f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time",
+    ),
+    Case(
+        faults.LEAK_FREES, "gpushare-device-plugin",
+        {
+            # The first free is never credited: the second cycle finds no room.
+            f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time":
+                r"alloc_free_cycles\[20 x 1984 MiB of 2048 MiB\].*CUDA_ERROR_OUT_OF_MEMORY .*cycle 2 of 20",
+        },
+        control=f"{BUDGET}::test_memory_of_a_killed_process_comes_back",
+    ),
+    Case(
+        faults.NO_RECLAIM, "gpushare-device-plugin",
+        {
+            # The SIGKILLed holder's 1984 MiB stay counted.
+            f"{BUDGET}::test_memory_of_a_killed_process_comes_back":
+                r"reclaimed_after_sigkill\[1984 MiB of 2048 MiB .*CUDA_ERROR_OUT_OF_MEMORY",
+        },
+        control=f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time",
+    ),
+    Case(
+        faults.STALE_VIEW, "gpushare-extender",
+        {
+            # Binds of the burst overlap and each picks from a view without the others.
+            f"{BURST}::test_a_burst_that_fills_a_node_runs_and_overbooks_no_card":
+                r"card_booked\[card \d+\]: card \d+ of \d+ GiB booked by .* GiB exceeds \d+ GiB",
+        },
+        control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
+    ),
+    Case(
+        faults.CARDS_ACROSS_NODES, "gpushare-extender",
+        {
+            # One free card on each of two nodes "makes" two: the pod is bound, split.
+            f"{MULTINODE}::test_m_cards_free_only_across_nodes_stay_pending_never_split":
+                r"across-nodes.* to be unschedulable: gave up, .*|bound to",
+        },
+        control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
+        gpu_nodes=2,
     ),
 ]
 
@@ -123,7 +176,7 @@ def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.fixture
-def faulty_stack(kube, suite_options, request):
+def faulty_stack(kube, suite_options, request, placement):
     """Deploy the fault overlay named by the case; the sound stack comes back after."""
     if suite_options.cluster != "local":
         pytest.skip(f"the fault overlays build on the mock stack of --cluster local, not {suite_options.cluster}")
@@ -141,6 +194,9 @@ def faulty_stack(kube, suite_options, request):
 def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack, kube, suite_options, tmp_path,
                                                pytestconfig):
     progress = progress_printer(pytestconfig)
+    gpu_nodes = [n for n in kube.core.list_node().items if (n.status.allocatable or {}).get(contract.RESOURCE_MEM)]
+    if len(gpu_nodes) < case.gpu_nodes:
+        pytest.skip(f"--fault {case.fault} shows only on {case.gpu_nodes} GPU nodes; the cluster has {len(gpu_nodes)}")
     faulty_stack(case.fault)
     log = component_log(kube, case.component)
     assert f"FAULT INJECTED: {case.component} runs with --fault {case.fault}" in log, (

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpushare_stack import contract, faults
 from gpushare_stack.allocation import bind_annotations
@@ -147,6 +148,51 @@ def test_no_isolation_drops_only_the_shim_and_its_limits(fault):
         assert env[contract.ENV_VISIBLE] == "0,1"
 
 
+# ------------------------------------------------------------- shim faults
+@pytest.mark.parametrize("fault", faults.SHIM_FAULTS)
+def test_shim_faults_reach_the_container_env_and_change_nothing_else(fault):
+    match = match_allocation([bound(extender(None), share_pod("seed", 8, 2))], NODE, 8, {})
+    sound, sound_mounts = device_plugin().allocation_environment(match)
+    env, mounts = device_plugin(fault).allocation_environment(match)
+    assert faults.SHIM_FAULT_ENV not in sound
+    assert env == {**sound, faults.SHIM_FAULT_ENV: fault} and mounts == sound_mounts
+
+
+# --------------------------------------------------------------- stale-view
+def test_stale_view_binds_a_burst_onto_the_same_card(monkeypatch):
+    monkeypatch.setattr(faults, "STALE_VIEW_BIND_DELAY_S", 0.0)
+    for fault, cards in ((None, {0, 1, 2, 3}), (faults.STALE_VIEW, {0})):
+        state = extender(fault)
+        burst = [share_pod(f"b{i}", 15, 1) for i in range(4)]
+        assert all(state.filter(p, [NODE]).fits == [NODE] for p in burst)
+        chosen = {c for p in burst for c in state.assume(p, NODE).per_card}
+        assert chosen == cards, fault
+
+
+# -------------------------------------------------------- cards-across-nodes
+def test_cards_across_nodes_fits_a_pod_no_single_node_can_hold():
+    def two_nodes(fault):
+        state = ClusterState(fault=fault)
+        nodes = []
+        for name in ("n1", "n2"):
+            node = four_card_node()
+            node["metadata"]["name"] = name
+            nodes.append(node)
+        state.replace_nodes(nodes)
+        state.replace_pods([])
+        for name in ("n1", "n2"):  # three whole cards taken on each node: one free on each
+            holder = share_pod(f"hold-{name}", 45, 3)
+            state.assume(holder, name)
+        return state
+
+    asks = share_pod("two", 30, 2)
+    sound = two_nodes(None).filter(asks, ["n1", "n2"])
+    assert sound.fits == [] and "needs 2" in sound.failed["n1"]
+    broken = two_nodes(faults.CARDS_ACROSS_NODES)
+    assert broken.filter(asks, ["n1", "n2"]).fits == ["n1", "n2"]
+    assert len(broken.assume(asks, "n1").per_card) == 1  # split: one card here, the other "elsewhere"
+
+
 # ------------------------------------------------------- switches and warnings
 def test_components_refuse_faults_that_are_not_theirs():
     with pytest.raises(ValueError, match="--fault must be one of"):
@@ -199,12 +245,15 @@ def render(path: Path) -> list[dict]:
     (faults.UNEVEN_SPLIT, "Deployment", "gpushare-extender"),
     (faults.IGNORE_INTEGER_RULE, "Deployment", "gpushare-extender"),
     (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
+    (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
+    (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
+    *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
 ])
 def test_fault_overlay_is_the_mock_stack_plus_just_the_flag(fault, kind, name):
     mock = render(MANIFESTS / "overlays" / "mock")
     broken = render(MANIFESTS / "overlays" / "faults" / fault)
     assert len(broken) == len(mock)
-    for sound, faulty in zip(mock, broken):
+    for sound, faulty in zip(mock, broken, strict=True):
         if (faulty["kind"], faulty["metadata"]["name"]) != (kind, name):
             assert faulty == sound
             continue

@@ -1,0 +1,91 @@
+"""Bursts: pods submitted at once that together fill a node's cards exactly all run
+with their shares, and nothing is over-booked; one more stays Pending with a reason.
+
+Marked ``disruptive``: the burst fills every card of a node.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import allure
+import pytest
+
+from gpushare_conformance.fixtures.framework import verdicts as v
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lifecycle, pytest.mark.disruptive]
+
+
+def _share_that_divides(card_gib: int) -> int:
+    """The share of each burst pod: a card holds a whole number of them (several if it can)."""
+    return next((card_gib // k for k in (3, 2) if card_gib % k == 0 and card_gib // k >= 1), card_gib)
+
+
+def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
+    node = suite.node
+    sizes = {c.memory_gib for c in node.cards}
+    if len(sizes) != 1:
+        pytest.skip(f"needs a node whose cards are one size to fill exactly; {node.node} has {sorted(sizes)} GiB")
+    card_gib = sizes.pop()
+    share = _share_that_divides(card_gib)
+    count = len(node.cards) * (card_gib // share)
+    burst = [f"burst-{i}" for i in range(count)]
+    with allure.step(
+        f"Submit {count} pods of {share} GiB at once: together they fill the {len(node.cards)} "
+        f"cards of {card_gib} GiB of {node.node} exactly"
+    ):
+        for name in burst:
+            suite.submit_share_pod_on(node.node, name, share, None)
+    with allure.step("Every pod of the burst runs"):
+        running = {name: suite.wait_running(name) for name in burst}
+    with allure.step("Per card, the shares in the pods' allocation annotations never exceed the card"):
+        booked: dict[str, int] = defaultdict(int)
+        holders: dict[str, list[str]] = defaultdict(list)
+        for name, obj in running.items():
+            suite.expect(v.equal(f"burst_pod_on_node[{name}]", node.node, obj["spec"].get("nodeName")))
+            for card, gib in suite.allocated_gib(obj, share).items():
+                booked[card] += gib
+                holders[card].append(f"{name}={gib}")
+        for card in sorted(booked, key=int):
+            suite.expect(
+                v.at_most(
+                    f"card_booked[card {card}]",
+                    booked[card],
+                    card_gib,
+                    "GiB",
+                    f"card {card} of {card_gib} GiB booked by {', '.join(holders[card])}",
+                )
+            )
+        suite.expect(
+            v.equal(
+                "node_filled_exactly",
+                len(node.cards) * card_gib,
+                sum(booked.values()),
+                f"GiB booked on {node.node} ({dict(sorted(booked.items()))})",
+            )
+        )
+    if suite.profile.inspect_path:
+        with allure.step("The extender's inspect agrees: each card's used is what the pods booked, within its total"):
+            data = suite.inspect()
+            devs = next((n.get("devs", []) for n in data.get("nodes", []) if n.get("name") == node.node), [])
+            used = {str(d.get("id")): d.get("usedGPU", 0) for d in devs}
+            over = [
+                (d.get("id"), d.get("usedGPU"), d.get("totalGPU"))
+                for d in devs
+                if d.get("usedGPU", 0) > d.get("totalGPU", 0)
+            ]
+            suite.expect(
+                v.none_of("inspect_used_within_total", over, "cards (id, used, total) whose used exceeds total")
+            )
+            suite.expect(
+                v.equal(
+                    "inspect_agrees_with_annotations",
+                    dict(booked),
+                    {c: g for c, g in used.items() if g},
+                    "GiB used per card in the extender's inspect",
+                )
+            )
+    with allure.step(f"One more pod of {share} GiB stays Pending with a reason"):
+        suite.submit_share_pod_on(node.node, "one-more", share, None)
+        reason = suite.wait_unschedulable("one-more")
+        suite.expect(v.matches("one_more_pending", r"\S", reason, "scheduling reason"))

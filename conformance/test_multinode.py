@@ -1,0 +1,80 @@
+"""All M cards on one node, on a cluster with two or more GPU nodes.
+
+A pod asking M cards that no single node has free, while the nodes together do, stays
+Pending with a reason naming the rule and is never split across nodes; a pod that
+fits on another node goes there when the first is full. Skipped only where the
+cluster has a single GPU node.
+
+Marked ``disruptive``: the checks fill every GPU node.
+"""
+
+from __future__ import annotations
+
+import allure
+import pytest
+
+from gpushare_conformance.fixtures.framework import verdicts as v
+
+pytestmark = [pytest.mark.e2e, pytest.mark.restrictions, pytest.mark.disruptive]
+
+# What a reason must mention to name the rule "all M cards on one node" (any stack's wording).
+ONE_NODE = r"gpu-count|(card|gpu)s? (count|number)|not enough (card|gpu)s|needs \d+"
+CARDS = 2
+
+
+def _gpu_nodes(suite):
+    if len(suite.gpus) < 2:
+        pytest.skip(f"needs two or more GPU nodes; the cluster has one ({suite.gpus[0].node})")
+    uneven = [n.node for n in suite.gpus if len({c.memory_gib for c in n.cards}) != 1]
+    if uneven:
+        pytest.skip(f"needs nodes whose cards are one size, to fill them exactly; {uneven} mix sizes")
+    return suite.gpus
+
+
+def _fill(suite, node, keep_free: int) -> list[str]:
+    """Hold every card of ``node`` but ``keep_free``, whole; return the cards held."""
+    taken = len(node.cards) - keep_free
+    if taken <= 0:
+        return []
+    name = suite.unique(f"fill-{node.node}")
+    suite.submit_share_pod_on(node.node, name, taken * node.card_gib, taken)
+    return suite.allocated_cards(suite.wait_running(name))
+
+
+def test_m_cards_free_only_across_nodes_stay_pending_never_split(suite):
+    nodes = _gpu_nodes(suite)
+    share = min(n.card_gib for n in nodes)
+    with allure.step(f"Fill every GPU node but one whole card ({', '.join(n.node for n in nodes)})"):
+        for node in nodes:
+            _fill(suite, node, keep_free=1)
+    with allure.step(
+        f"A pod asking {share} GiB on each of {CARDS} cards: no node has {CARDS} free, the {len(nodes)} nodes together do"
+    ):
+        suite.submit_share_pod("across-nodes", share * CARDS, CARDS)
+        reason = suite.wait_unschedulable("across-nodes")
+        suite.expect(v.matches("reason_names_rule[all M cards on one node]", ONE_NODE, reason, "scheduling reason"))
+    with allure.step("The pod is not split: no node and no cards written for it"):
+        obj = suite.pod("across-nodes")
+        annotations = (obj["metadata"].get("annotations") or {}).keys()
+        written = sorted(set(annotations) & set(suite.profile.allocation_annotations))
+        suite.expect(v.none_of("not_split", written, "allocation annotations on the pending pod"))
+        suite.expect(v.equal("not_bound", None, obj["spec"].get("nodeName"), "the pending pod's node"))
+
+
+def test_a_pod_that_fits_on_a_second_node_goes_there_when_the_first_is_full(suite):
+    nodes = _gpu_nodes(suite)
+    full, others = nodes[0], nodes[1:]
+    cards = min(CARDS, *(len(n.cards) for n in others))
+    with allure.step(f"Fill every card of {full.node}"):
+        _fill(suite, full, keep_free=0)
+    with allure.step(f"A pod asking 1 GiB on each of {cards} card(s) runs on another node, all its cards there"):
+        suite.submit_share_pod("second-node", cards, cards)
+        obj = suite.wait_running("second-node")
+        node = obj["spec"].get("nodeName")
+        suite.expect(
+            v.subset("on_a_node_with_room", [node], [n.node for n in others], f"the pod's node ({full.node} full)")
+        )
+        allocated = suite.allocated_cards(obj)
+        suite.expect(v.distinct("cards_distinct", allocated, cards, "allocated cards"))
+        known = {str(c.index) for c in suite.node_of(obj).cards}
+        suite.expect(v.subset("cards_on_its_node", allocated, known, f"cards of node {node}"))

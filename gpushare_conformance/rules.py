@@ -1,0 +1,187 @@
+"""The seed's rules and the checks that verify them: one registry for the reports.
+
+``RULES`` lists what the seed promises (one line each in the verdict summary) and
+``CHECKS`` says, per check function in ``conformance/``, how the reports show it: a
+human title, its area (allure feature), the rules it verifies (allure stories), its
+severity, and which of its verdicts speak for which rule. A check without an entry
+here fails ``tests/report/test_rules.py``. Nothing here imports pytest or allure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# The seed: Alibaba Cloud ACK, "Enable multi-GPU sharing with shared GPU scheduling"
+# (shared/seed/000_7bdc776826bb7f12.txt is the Portuguese copy the project started from).
+SEED_URL = (
+    "https://www.alibabacloud.com/help/en/ack/ack-managed-and-ack-dedicated/user-guide/"
+    "multi-card-sharing-through-shared-gpu-scheduling"
+)
+
+# Areas, in report order: the allure feature of every check in that area.
+AREAS: dict[str, str] = {
+    "seed": "Seed scenario",
+    "grid": "Allocation grid",
+    "restrictions": "Restrictions",
+    "isolation": "Isolation",
+    "lifecycle": "Lifecycle",
+    "limitation": "Limitation",
+}
+SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
+
+
+class RegistryError(ValueError):
+    """A registry entry that names an unknown rule, area or severity."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One promise of the seed, as the summary shows it."""
+
+    id: str
+    words: str  # the summary line's text
+    section: str  # the seed's section that states it
+    anchor: str  # text the seed's page shows there (a text fragment of SEED_URL)
+    area: str
+    severity: str
+    # The verdicts (``Verdict.check``, before any ``[...]``) that carry this rule's figure.
+    verdicts: tuple[str, ...] = ()
+    kind: str = "verdict"  # "info": a limitation reported, not judged
+
+    @property
+    def link(self) -> str:
+        return f"{SEED_URL}#:~:text={self.anchor.replace(' ', '%20').replace('/', '%2F')}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """How the reports show one check function of ``conformance/``."""
+
+    title: str  # str.format template over the check's parameters (None shows as "none")
+    area: str
+    rules: tuple[str, ...]
+    severity: str = "normal"
+    extra: Mapping[str, str] = field(default_factory=dict)  # more allure labels, e.g. {"epic": ...}
+
+    def title_for(self, params: Mapping[str, Any] | None = None) -> str:
+        shown = {k: ("none" if v is None else v) for k, v in (params or {}).items()}
+        try:
+            return self.title.format(**shown)
+        except (KeyError, IndexError, ValueError):
+            return self.title
+
+
+_RULES = (
+    Rule("multi_gpu_share", "multi-GPU share: N/M GiB on each of M cards", "How it works: allocation formula",
+         "Allocation formula", "seed", "blocker", ("card_total", "allocated_cards")),
+    Rule("card_count", "the pod sees exactly M cards", "Verification 1 (terminal)", "nvidia-smi", "seed",
+         "critical", ("card_count", "nvidia_smi_cards", "visible_devices")),
+    Rule("isolation_smi", "isolation in nvidia-smi: about N/M GiB, below the card", "Verification 1 (terminal)",
+         "nvidia-smi", "isolation", "blocker", ("card_total",)),
+    Rule("isolation_log", "isolation in the framework log: totalMemory per card", "Verification 2 (logs)",
+         "totalMemory", "isolation", "critical", ("total_memory_lines",)),
+    Rule("alloc_past_share_refused", "allocation past the share is refused", "Limitations: memory isolation",
+         "GPU memory isolation", "isolation", "critical",
+         ("alloc_past_share_oom", "alloc_within_share", "past_share_below_physical", "no_overbooking", "same_cards")),
+    Rule("integer_share", "N/M must be an integer", "Constraints", "N/M must be an integer", "restrictions",
+         "critical", ("reason_names_rule",)),
+    Rule("same_node", "all M cards on the same node", "Constraints", "must be on the same Kubernetes node",
+         "restrictions", "critical", ("cards_on_node", "reason_names_rule")),
+    Rule("distinct_cards", "the M cards are distinct", "How it works: multi-GPU sharing", "Multi-GPU sharing",
+         "restrictions", "critical", ("cards_distinct", "allocated_cards")),
+    Rule("share_fits_card", "N/M larger than a card is not scheduled", "How it works: allocation formula",
+         "Allocation formula", "restrictions", "normal", ("reason_names_rule",)),
+    Rule("node_advertises", "the node advertises the cards NVML reports", "Prerequisites", "Prerequisites",
+         "isolation", "normal", ("advertised_gpu_count", "advertised_gpu_mem", "node_cards_annotation")),
+    Rule("one_budget_per_container", "one memory budget per container", "Limitations: memory isolation",
+         "GPU memory isolation", "isolation", "critical"),
+    Rule("memory_comes_back", "memory comes back when freed", "Limitations: memory isolation",
+         "GPU memory isolation", "isolation", "normal"),
+    Rule("bursts_not_overbooked", "bursts of pods are not over-booked", "How it works", "Each card contributes",
+         "isolation", "critical"),
+    Rule("capacity_returned", "capacity returns after the Job", "Configure multi-GPU sharing", "Jobs", "lifecycle",
+         "normal", ("capacity_returned",)),
+    Rule("restarts_lose_nothing", "restarts lose no allocation", "How it works", "Each card contributes",
+         "lifecycle", "normal",
+         ("holder_cards_kept", "no_double_booking", "holder_running", "rest_schedules", "inspect_holder_cards")),
+    Rule("compute_shared", "compute is shared (information)", "Limitations", "computing power sharing only",
+         "limitation", "trivial", ("compute_isolation", "no_compute_limit_env", "no_compute_resource", "whole_card"),
+         kind="info"),
+)
+RULES: dict[str, Rule] = {r.id: r for r in _RULES}
+
+# Per check function of conformance/ (its name, without parameters).
+# Add your check here: title (str.format over its parameters), area (a key of AREAS),
+# the rules it verifies (keys of RULES, the first is its main story), severity.
+CHECKS: dict[str, Check] = {
+    # test_seed.py
+    "test_seed_job_gets_4gib_on_each_of_2_cards": Check(
+        "The seed's Job gets 4 GiB on each of 2 cards", "seed",
+        ("multi_gpu_share", "card_count", "isolation_smi", "isolation_log"), "blocker"),
+    # test_grid.py
+    "test_n_gib_over_m_cards_gives_n_over_m_on_each_card": Check(
+        "A pod asking {per_card} GiB on each card, gpu-count {cards}, gets it on each card", "grid",
+        ("multi_gpu_share", "card_count", "isolation_smi"), "critical"),
+    # test_restrictions.py
+    "test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled": Check(
+        "N/M not an integer (3 GiB over 2 cards) is not scheduled", "restrictions", ("integer_share",), "critical"),
+    "test_gpu_count_above_any_node_cards_is_not_scheduled": Check(
+        "More cards than any node has is not scheduled", "restrictions", ("same_node",), "critical"),
+    "test_per_card_share_above_card_size_is_not_scheduled": Check(
+        "A share larger than a card is not scheduled", "restrictions", ("share_fits_card",), "normal"),
+    "test_all_cards_of_a_pod_are_distinct_and_on_its_node": Check(
+        "A pod's cards are distinct, on its node, and the only ones it sees", "restrictions",
+        ("distinct_cards", "same_node", "card_count"), "critical"),
+    # test_isolation.py
+    "test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory": Check(
+        "Allocating the share works, one MiB past it is out of memory", "isolation",
+        ("alloc_past_share_refused", "isolation_smi"), "critical"),
+    "test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card": Check(
+        "Two pods on the same cards each see their share and never exceed a card", "isolation",
+        ("alloc_past_share_refused", "isolation_smi"), "critical"),
+    "test_node_advertising_matches_nvml_inventory": Check(
+        "The node advertises the cards NVML reports", "isolation", ("node_advertises",), "normal"),
+    # test_lifecycle.py
+    "test_capacity_returns_after_the_job_completes": Check(
+        "Capacity returns after the Job completes", "lifecycle", ("capacity_returned",), "normal"),
+    "test_restarting_a_component_loses_no_allocation_and_double_books_nothing": Check(
+        "Restarting the {component} loses no allocation and double-books nothing", "lifecycle",
+        ("restarts_lose_nothing",), "normal"),
+    # test_limitation.py
+    "test_compute_is_shared_not_isolated": Check(
+        "Compute is shared, not isolated (the seed's limitation)", "limitation", ("compute_shared",), "minor"),
+}
+
+
+def check_name(nodeid: str) -> str:
+    """The check function's name in a pytest node id (``path::name[params]``)."""
+    return nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+
+
+def check_for(nodeid: str) -> Check | None:
+    return CHECKS.get(check_name(nodeid))
+
+
+def checks_of_rule(rule_id: str) -> list[str]:
+    """Check function names verifying ``rule_id``, in registry order."""
+    return [name for name, check in CHECKS.items() if rule_id in check.rules]
+
+
+def validate() -> list[str]:
+    """Problems in the registry (unknown rule, area or severity), as sentences."""
+    problems = []
+    for rule in RULES.values():
+        if rule.area not in AREAS:
+            problems.append(f"rule {rule.id}: area {rule.area!r} is not one of {', '.join(AREAS)}")
+        if rule.severity not in SEVERITIES:
+            problems.append(f"rule {rule.id}: severity {rule.severity!r} is not one of {', '.join(SEVERITIES)}")
+    for name, check in CHECKS.items():
+        if check.area not in AREAS:
+            problems.append(f"check {name}: area {check.area!r} is not one of {', '.join(AREAS)}")
+        if check.severity not in SEVERITIES:
+            problems.append(f"check {name}: severity {check.severity!r} is not one of {', '.join(SEVERITIES)}")
+        if not check.rules:
+            problems.append(f"check {name}: verifies no rule")
+        problems += [f"check {name}: unknown rule {r!r}" for r in check.rules if r not in RULES]
+    return problems

@@ -1,0 +1,140 @@
+"""The verdict at a glance: one line per rule of the seed, PASS/FAIL/SKIP/INFO, the key
+figure in words, and on failure where the evidence is.
+
+Built from what a run wrote (``report.VerdictFile``: verdict records, each check's
+outcome) and the registry (``rules.py``), so ``pytest``'s terminal summary and
+``gpushare-conformance run`` print the same lines. Fits one screen: one line per rule,
+one more per failed rule for its evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpushare_conformance.report import CheckOutcome, VerdictFile, VerdictRecord
+from gpushare_conformance.rules import CHECKS, RULES, Rule, check_name
+
+PASS, FAIL, SKIP, INFO, NOT_RUN = "PASS", "FAIL", "SKIP", "INFO", "----"
+STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", INFO: "cyan", NOT_RUN: "dim"}
+_RANK = {FAIL: 0, PASS: 1, INFO: 1, SKIP: 2, NOT_RUN: 3}
+
+
+@dataclass(frozen=True)
+class RuleLine:
+    rule: Rule
+    status: str
+    figure: str
+    checks: int = 0  # how many checks of this rule ran
+    evidence: str = ""  # on FAIL: the check and where its evidence is
+
+
+def _card_figure(records: list[VerdictRecord]) -> str:
+    totals = [r for r in records if r.base_check == "card_total"]
+    counts = [r.observed for r in records if r.base_check == "card_count"]
+    seen = sorted({r.observed for r in totals}, key=lambda v: (len(v), v))
+    cards = counts[0] if counts else str(len(totals))
+    failed = next((r for r in totals if not r.passed), totals[0])
+    return f"{cards} cards x {'/'.join(seen)} MiB, want {failed.expected}"
+
+
+def _figure(rule: Rule, records: list[VerdictRecord], failed: bool) -> str:
+    if any(r.base_check == "card_total" for r in records):
+        return _card_figure(records)
+    shown = next((r for r in records if not r.passed), None) if failed else None
+    shown = shown or next((r for r in records if r.kind == "info"), None) or records[0]
+    if shown.kind == "info":
+        return shown.observed
+    return shown.detail or f"{shown.observed}, want {shown.expected}"
+
+
+def _evidence(nodeid: str, outcome: CheckOutcome) -> str:
+    where = ", ".join(outcome.evidence) or "the pytest report section 'gpushare diagnostics'"
+    return f"{nodeid.rsplit('/', 1)[-1]}: {where}"
+
+
+def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[VerdictRecord]) -> tuple[str, str]:
+    """The rule's status in one check, and its figure."""
+    own = [r for r in records if not rule.verdicts or r.base_check in rule.verdicts]
+    if outcome.outcome == "skipped":
+        return SKIP, f"skipped: {outcome.reason}"
+    if any(not r.passed for r in own):
+        return FAIL, _figure(rule, own, failed=True)
+    if outcome.outcome in ("failed", "error"):
+        stopped = next((r for r in records if not r.passed), None)
+        if stopped is None:
+            return FAIL, f"{outcome.outcome}: {outcome.reason}"
+        if not own:
+            return SKIP, f"not reached: the check stopped at {stopped.check}"
+    if not own:
+        return (INFO if rule.kind == "info" else PASS), f"{check_name(nodeid)} passed"
+    return (INFO if rule.kind == "info" else PASS), _figure(rule, own, failed=False)
+
+
+def build_summary(result: VerdictFile) -> list[RuleLine]:
+    """One line per rule of the registry, in registry order."""
+    by_test: dict[str, list[VerdictRecord]] = {}
+    for r in result.records:
+        by_test.setdefault(r.test, []).append(r)
+    order = {name: i for i, name in enumerate(CHECKS)}
+    lines = []
+    for rule in RULES.values():
+        judged = []
+        for nodeid, outcome in result.outcomes.items():
+            check = CHECKS.get(check_name(nodeid))
+            if check is None or rule.id not in check.rules:
+                continue
+            status, figure = _judge(rule, nodeid, outcome, by_test.get(nodeid, []))
+            judged.append((_RANK[status], order[check_name(nodeid)], nodeid, status, figure))
+        if not judged:
+            lines.append(RuleLine(rule, NOT_RUN, "no check ran"))
+            continue
+        judged.sort()
+        _, _, nodeid, status, figure = judged[0]
+        evidence = _evidence(nodeid, result.outcomes[nodeid]) if status == FAIL else ""
+        lines.append(RuleLine(rule, status, figure, len(judged), evidence))
+    return lines
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def headline(result: VerdictFile, lines: list[RuleLine]) -> str:
+    counts = {s: sum(1 for line in lines if line.status == s) for s in (PASS, FAIL, SKIP, INFO)}
+    facts = result.facts
+    where = f"{facts.get('stack', '?')} stack on {facts.get('cluster', '?')} cluster"
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    not_run = sum(1 for line in lines if line.status == NOT_RUN)
+    return f"seed rules ({where}): {tally}" + (f", {not_run} not run" if not_run else "")
+
+
+def render_lines(result: VerdictFile, width: int = 100, full_list: str = "") -> list[tuple[str, str]]:
+    """The summary as (text, style) lines of at most ``width`` characters; style names a
+    colour for the status word (the writer decides whether to use it). The rule's words
+    are never cut; the figure is, to fit."""
+    lines = build_summary(result)
+    words_width = max(len(line.rule.words) for line in lines)
+    out = [(headline(result, lines), "bold")]
+    for line in lines:
+        ran = f" ({line.checks} checks)" if line.checks > 1 else ""
+        room = width - 6 - words_width - 2 - len(ran)
+        out.append((f"{line.status:<4}  {line.rule.words:<{words_width}}  {_cut(line.figure, room)}{ran}".rstrip(),
+                    STYLES[line.status]))
+        if line.evidence:
+            out.append((_cut(f"      evidence: {line.evidence}", width), STYLES[FAIL]))
+    if full_list:
+        out.append((_cut(full_list, width), ""))
+    return out
+
+
+def render_text(result: VerdictFile, width: int = 100, colour: bool = False, full_list: str = "") -> str:
+    """The summary as text; the status word (and evidence lines) in colour only if ``colour``."""
+    codes = {"green": "32", "bold red": "1;31", "yellow": "33", "cyan": "36", "dim": "2", "bold": "1"}
+    out = []
+    for text, style in render_lines(result, width, full_list):
+        if colour and style:
+            head, _, rest = text.partition("  ") if style != "bold" else (text, "", "")
+            text = f"\033[{codes[style]}m{head}\033[0m" + (f"  {rest}" if rest else "")
+        out.append(text)
+    return "\n".join(out)
