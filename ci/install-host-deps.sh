@@ -21,4 +21,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 # Debian starts containerd as a service on install; the local cluster runs its own.
-if command -v systemctl >/dev/null 2>&1; then systemctl disable --now containerd >/dev/null 2>&1 || true; fi
+# The same for docker.io: ci/docker-service.sh starts dockerd only for the kind tests.
+if command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now containerd docker.service docker.socket >/dev/null 2>&1 || true
+fi

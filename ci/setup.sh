@@ -30,4 +30,11 @@ bash ci/build-kubernetes.sh >/dev/null
 step "kind provider: kubeadm and the kind CLI (cached; Docker is started by ci/docker-service.sh when used)"
 bash ci/build-kubernetes.sh --kubeadm >/dev/null
 bash ci/kind/build-kind.sh >/dev/null
+step "HTML report: Allure 3 from npm (cached; no Java) and Debian's chromium for its test"
+allure_prefix="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}/npm"
+allure_version=3.18.0
+if [[ "$(node -p "require('$allure_prefix/node_modules/allure/package.json').version" 2>/dev/null)" != "$allure_version" ]]; then
+  command -v npm >/dev/null || { echo "[setup] error: npm is needed to install allure $allure_version" >&2; exit 1; }
+  npm install --prefix "$allure_prefix" --no-save --no-audit --no-fund --loglevel=error "allure@$allure_version" >&2
+fi
 step "done"

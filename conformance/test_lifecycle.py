@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.lifecycle, pytest.mark.disruptive]
 
 
 def test_capacity_returns_after_the_job_completes(suite):
-    cards, card_gib = suite.profile.cards_for(suite.max_cards), suite.node.card_gib
+    cards, card_gib = suite.profile.cards_for(len(suite.node.cards)), suite.node.card_gib
     probe = suite.profile.probe_path
     if not probe:
         pytest.skip(f"stack profile {suite.profile.name!r} mounts no probe to run a short GPU job")
@@ -36,7 +36,7 @@ def test_restarting_a_component_loses_no_allocation_and_double_books_nothing(sui
     selector = suite.profile.device_plugin_selector if component == "device plugin" else suite.profile.extender_selector
     if not selector:
         pytest.skip(f"stack profile {suite.profile.name!r} names no {component} pods")
-    cards, card_gib = suite.profile.cards_for(suite.max_cards), suite.node.card_gib
+    cards, card_gib = suite.profile.cards_for(len(suite.node.cards)), suite.node.card_gib
     held = 2
     with allure.step(f"A pod holds {held} GiB on each of {cards} card(s)"):
         holder = suite.submit_share_pod("holder", held * cards, cards)

@@ -11,9 +11,10 @@ into the verdict at a glance, ``render_table`` into the full list.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 VERDICTS_FILE = "verdicts.json"
 ENVIRONMENT_FILE = "environment.properties"
@@ -161,11 +162,12 @@ def read_verdicts(path: Path) -> VerdictFile:
 
 
 def render_table(records: Sequence[VerdictRecord], *, width: int | None = None, colour: bool = False) -> str:
-    """The full verdict list as a table (rich): check, expected, observed, result.
+    """The full verdict list (rich): per check, its id, then a table of its verdicts
+    (check, expected, observed, result).
 
-    The check column is never cut (it is as wide as its longest name); expected and
-    observed wrap. Colour only when ``colour`` (the caller knows whether it writes to a
-    terminal).
+    Neither the check's id nor a verdict's name is ever cut (the name column is as wide
+    as the longest name; an id too long for the line wraps); expected and observed wrap.
+    Colour only when ``colour`` (the caller knows whether it writes to a terminal).
     """
     from io import StringIO
 
@@ -174,23 +176,29 @@ def render_table(records: Sequence[VerdictRecord], *, width: int | None = None, 
     from rich.table import Table
     from rich.text import Text
 
-    names = [f"{r.test.rsplit('/', 1)[-1]}: {r.check}" for r in records]
-    name_width = max([len("check"), *map(len, names)])
-    table = Table(box=box.SQUARE if colour else box.ASCII2, header_style="bold" if colour else "")
-    table.add_column("check", no_wrap=True, min_width=name_width)
-    table.add_column("expected", overflow="fold")
-    table.add_column("observed", overflow="fold")
-    table.add_column("result", no_wrap=True)
-    styles = {"pass": "green", "FAIL": "bold red", "info": "cyan"}
-    # Text cells: a check's words (``[card 0]``, a /regex/) are never read as markup.
-    for name, r in zip(names, records, strict=True):
-        table.add_row(Text(name), Text(r.expected), Text(r.observed), Text(r.outcome, style=styles[r.outcome]))
-    if not records:
-        table.add_row("(no verdicts recorded)", "", "", "")
+    width = width or 100
+    name_w = max([len("check"), *(len(r.check) for r in records)])
+    rest = max(width - name_w - len("result") - 13, 24)
     out = StringIO()
-    console = Console(file=out, width=max(width or 120, name_width + 40), force_terminal=colour,
+    console = Console(file=out, width=max(width, name_w + rest + len("result") + 13), force_terminal=colour,
                       no_color=not colour, color_system="standard" if colour else None, highlight=False)
-    console.print(table)
+    styles = {"pass": "green", "FAIL": "bold red", "info": "cyan"}
+    tests: dict[str, list[VerdictRecord]] = {}
+    for r in records:
+        tests.setdefault(r.test, []).append(r)
+    for test, rows in tests.items():
+        console.print(Text(test, style="bold"))
+        table = Table(box=box.SQUARE if colour else box.ASCII2, header_style="bold" if colour else "")
+        table.add_column("check", no_wrap=True, width=name_w)
+        table.add_column("expected", overflow="fold", width=rest // 2)
+        table.add_column("observed", overflow="fold", width=rest - rest // 2)
+        table.add_column("result", no_wrap=True, width=len("result"))
+        # Text cells: a check's words (``[card 0]``, a /regex/) are never read as markup.
+        for r in rows:
+            table.add_row(Text(r.check), Text(r.expected), Text(r.observed), Text(r.outcome, style=styles[r.outcome]))
+        console.print(table)
+    if not records:
+        console.print("(no verdicts recorded)")
     failed = sum(1 for r in records if r.kind != "info" and not r.passed)
     console.print(f"{len(records)} verdict(s), {failed} failed", highlight=False)
     return out.getvalue().rstrip("\n")

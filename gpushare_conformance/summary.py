@@ -28,18 +28,18 @@ class RuleLine:
     evidence: str = ""  # on FAIL: the check and where its evidence is
 
 
-def _card_figure(records: list[VerdictRecord]) -> str:
+def _card_figure(records: list[VerdictRecord], test_records: list[VerdictRecord]) -> str:
     totals = [r for r in records if r.base_check == "card_total"]
-    counts = [r.observed for r in records if r.base_check == "card_count"]
+    counts = [r.observed for r in test_records if r.base_check == "card_count"]
     seen = sorted({r.observed for r in totals}, key=lambda v: (len(v), v))
     cards = counts[0] if counts else str(len(totals))
     failed = next((r for r in totals if not r.passed), totals[0])
-    return f"{cards} cards x {'/'.join(seen)} MiB, want {failed.expected}"
+    return f"{cards} card{'' if cards == '1' else 's'} x {'/'.join(seen)} MiB, want {failed.expected}"
 
 
-def _figure(rule: Rule, records: list[VerdictRecord], failed: bool) -> str:
+def _figure(records: list[VerdictRecord], test_records: list[VerdictRecord], failed: bool) -> str:
     if any(r.base_check == "card_total" for r in records):
-        return _card_figure(records)
+        return _card_figure(records, test_records)
     shown = next((r for r in records if not r.passed), None) if failed else None
     shown = shown or next((r for r in records if r.kind == "info"), None) or records[0]
     if shown.kind == "info":
@@ -49,7 +49,7 @@ def _figure(rule: Rule, records: list[VerdictRecord], failed: bool) -> str:
 
 def _evidence(nodeid: str, outcome: CheckOutcome) -> str:
     where = ", ".join(outcome.evidence) or "the pytest report section 'gpushare diagnostics'"
-    return f"{nodeid.rsplit('/', 1)[-1]}: {where}"
+    return f"{where} (of {nodeid.rsplit('/', 1)[-1]})"
 
 
 def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[VerdictRecord]) -> tuple[str, str]:
@@ -58,7 +58,7 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
     if outcome.outcome == "skipped":
         return SKIP, f"skipped: {outcome.reason}"
     if any(not r.passed for r in own):
-        return FAIL, _figure(rule, own, failed=True)
+        return FAIL, _figure(own, records, failed=True)
     if outcome.outcome in ("failed", "error"):
         stopped = next((r for r in records if not r.passed), None)
         if stopped is None:
@@ -67,7 +67,7 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
             return SKIP, f"not reached: the check stopped at {stopped.check}"
     if not own:
         return (INFO if rule.kind == "info" else PASS), f"{check_name(nodeid)} passed"
-    return (INFO if rule.kind == "info" else PASS), _figure(rule, own, failed=False)
+    return (INFO if rule.kind == "info" else PASS), _figure(own, records, failed=False)
 
 
 def build_summary(result: VerdictFile) -> list[RuleLine]:
@@ -134,7 +134,8 @@ def render_text(result: VerdictFile, width: int = 100, colour: bool = False, ful
     out = []
     for text, style in render_lines(result, width, full_list):
         if colour and style:
-            head, _, rest = text.partition("  ") if style != "bold" else (text, "", "")
-            text = f"\033[{codes[style]}m{head}\033[0m" + (f"  {rest}" if rest else "")
+            # The status word of a rule line; a headline or an evidence line whole.
+            cut = len(text) if style == "bold" or text.startswith(" ") else 4
+            text = f"\033[{codes[style]}m{text[:cut]}\033[0m{text[cut:]}"
         out.append(text)
     return "\n".join(out)

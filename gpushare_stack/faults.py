@@ -24,9 +24,10 @@ CARDS_ACROSS_NODES = "cards-across-nodes"
 PER_PROCESS_BUDGET = "per-process-budget"
 LEAK_FREES = "leak-frees"
 NO_RECLAIM = "no-reclaim"
+UNGUARDED_MANAGED = "unguarded-managed"
 EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES)
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
-SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM)
+SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM, UNGUARDED_MANAGED)
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, *SHIM_FAULTS)
 SHIM_FAULT_ENV = "GPUSHARE_SHIM_FAULT"
 # stale-view: how long a bind waits between choosing cards and writing them, so binds
@@ -49,7 +50,7 @@ DEVICE_PLUGIN_HELP = (
     "still mounted, so nvidia-smi shows the physical card); the shim faults, passed to it in "
     f"{SHIM_FAULT_ENV}: {PER_PROCESS_BUDGET} gives each process of a container its own budget, "
     f"{LEAK_FREES} never credits a free back, {NO_RECLAIM} never gives back the memory of a "
-    "killed process (default: no fault)"
+    f"killed process, {UNGUARDED_MANAGED} lets cuMemAllocManaged past the limit (default: no fault)"
 )
 
 
@@ -103,7 +104,8 @@ def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareReques
 
 
 def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
-    """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``): the container
+    """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``,
+    ``unguarded-managed``): the container
     env plus ``GPUSHARE_SHIM_FAULT``, which the shim reads at start and announces on
     stderr as ``FAULT INJECTED``."""
     return {**env, SHIM_FAULT_ENV: fault}

@@ -1,23 +1,26 @@
-"""`gpushare-conformance run`: run the conformance checks and print the verdict table.
+"""`gpushare-conformance run`: run the conformance checks and print the verdict.
 
 Runs pytest on the checks' package (``--pyargs gpushare_conformance.conformance``) in a
-child process (so Ctrl-C reaches
-pytest and its clean-up runs), writing JUnit XML, allure results and the suite's
-verdicts into the report directory, then prints the table of what each check expected
-and observed. The exit status is pytest's.
+child process (so Ctrl-C reaches pytest and its clean-up runs), writing JUnit XML,
+allure results and the suite's verdicts into the report directory, then prints, from
+``verdicts.json``, one line per rule of the seed (``--verdicts all``: every verdict as a
+table first). The exit status is pytest's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
+from gpushare_conformance import summary
 from gpushare_conformance.profiles import PROFILES
-from gpushare_conformance.report import ReportError, read_verdicts, render_table
+from gpushare_conformance.report import VERDICTS_FILE, ReportError, read_verdicts, render_table, report_name
 
 CHECKS_PACKAGE = "gpushare_conformance.conformance"
 CLUSTERS = ("local", "kind", "existing")
@@ -35,6 +38,8 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         "--junitxml", str(report_dir / "junit.xml"),
         "--alluredir", str(report_dir / "allure-results"),
         "--clean-alluredir",
+        # run prints the summary itself, after pytest's last line
+        "--verdict-summary", "off",
     ]
     if args.kubeconfig:
         argv += ["--cluster-kubeconfig", args.kubeconfig]
@@ -59,19 +64,33 @@ def _run(args: argparse.Namespace) -> int:
     print("+ " + " ".join(argv), file=sys.stderr)
     status = _run_to_the_end(argv)
     try:
-        records, outcomes = read_verdicts(report_dir / "verdicts.json")
+        result = read_verdicts(report_dir / VERDICTS_FILE)
     except ReportError as exc:
-        print(f"no verdict table: {exc}", file=sys.stderr)
+        print(f"no verdicts: {exc}", file=sys.stderr)
         return status or 1
-    print()
-    print(render_table(records))
-    counts: dict[str, int] = {}
-    for outcome in outcomes.values():
-        counts[outcome] = counts.get(outcome, 0) + 1
-    print("checks: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "none ran"))
-    print(f"reports: {report_dir / 'junit.xml'}, {report_dir / 'allure-results'} "
-          f"(HTML: allure generate {report_dir / 'allure-results'} -o {report_dir / 'allure-report'})")
+    print(render_verdicts(result, args.verdicts, report_dir))
     return status
+
+
+def _colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def render_verdicts(result, mode: str, report_dir: Path, colour: bool | None = None, width: int | None = None) -> str:
+    """What ``run`` prints at the end: the full table (``all``), then the rule summary
+    and where the reports are."""
+    colour = _colour() if colour is None else colour
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    results = report_dir / "allure-results"
+    out = [""]
+    if mode == "all":
+        out += [render_table(result.records, width=width, colour=colour), ""]
+    hint = "" if mode == "all" else f"full list: gpushare-conformance run --verdicts all, or {report_dir / VERDICTS_FILE}"
+    out.append(summary.render_text(result, width=width, colour=colour, full_list=hint))
+    name = report_name(result.facts)
+    out.append(f"reports: {report_dir / 'junit.xml'}, {results} (HTML: npx allure generate {results} "
+               f"-o {report_dir / 'allure-report'} --report-name '{name}')")
+    return "\n".join(out)
 
 
 def _run_to_the_end(argv: list[str]) -> int:
@@ -103,7 +122,7 @@ def _run_to_the_end(argv: list[str]) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run the conformance checks and print the verdict table",
+        help="run the conformance checks and print the verdict, one line per seed rule",
         description="Run the conformance checks (pytest on the conformance package) and print a verdict table. "
                     "Arguments after -- go to pytest unchanged, e.g. -- -m seed -x.",
     )
@@ -118,6 +137,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--keep-cluster", action="store_true",
                         help="leave the local or kind cluster running afterwards (pytest: --keep-cluster-up)")
     parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
+    parser.add_argument("--verdicts", choices=("rules", "all"), default="rules",
+                        help="at the end print one line per seed rule (rules, default), or every verdict as a table "
+                             "and then the rules (all)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments passed to pytest")
     parser.set_defaults(func=_run)
 

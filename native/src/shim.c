@@ -731,6 +731,8 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
     CUresult (*real)(CUdeviceptr *, size_t, unsigned int) =
         HOT_REAL(H_cuMemAllocManaged, CUresult(*)(CUdeviceptr *, size_t, unsigned int));
     if (m != SHIM_LIMITED || !real || !dptr) UNACCOUNTED(m, real, real(dptr, bytesize, flags));
+    if (UNLIKELY(shim_config()->fault & SHIM_FAULT_UNGUARDED_MANAGED)) /* fault: this path is not held */
+        return real(dptr, bytesize, flags);
     int card;
     CUresult rc = reserve_current(bytesize, &card);
     if (rc != CUDA_SUCCESS) return rc;

@@ -23,6 +23,7 @@ typedef enum {
 #define SHIM_FAULT_PER_PROCESS_BUDGET 1u /* each process gets its own usage file */
 #define SHIM_FAULT_LEAK_FREES 2u         /* frees are never credited back */
 #define SHIM_FAULT_NO_RECLAIM 4u         /* dead processes keep their memory */
+#define SHIM_FAULT_UNGUARDED_MANAGED 8u  /* cuMemAllocManaged is passed through unaccounted */
 
 typedef struct {
     shim_mode_t mode;

@@ -3,7 +3,7 @@
  *   GPUSHARE_MEMORY_LIMIT      limit for every card
  *   GPUSHARE_USAGE_FILE        shared accounting file (default /tmp/.gpushare-usage)
  *   GPUSHARE_SHIM_FAULT        a deliberate fault, comma list of per-process-budget,
- *                              leak-frees, no-reclaim (set only by the device plugin
+ *                              leak-frees, no-reclaim, unguarded-managed (set only by the device plugin
  *                              under --fault; never in production)
  * A malformed value refuses the whole configuration: never a silent "unlimited". */
 #include "shim.h"
@@ -66,6 +66,7 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                 {"per-process-budget", SHIM_FAULT_PER_PROCESS_BUDGET},
                 {"leak-frees", SHIM_FAULT_LEAK_FREES},
                 {"no-reclaim", SHIM_FAULT_NO_RECLAIM},
+                {"unguarded-managed", SHIM_FAULT_UNGUARDED_MANAGED},
             };
             const char *p = value;
             while (*p) {
@@ -74,7 +75,7 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                 for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
                     if (strlen(known[k].name) == len && strncmp(p, known[k].name, len) == 0) bit = known[k].bit;
                 if (!bit) {
-                    refuse(cfg, name, value, "expected per-process-budget, leak-frees or no-reclaim");
+                    refuse(cfg, name, value, "expected per-process-budget, leak-frees, no-reclaim or unguarded-managed");
                     break;
                 }
                 cfg->fault |= bit;

@@ -119,6 +119,15 @@ CASES = [
         control=f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time",
     ),
     Case(
+        faults.UNGUARDED_MANAGED, "gpushare-device-plugin",
+        {
+            # cuMemAllocManaged goes past the 1 GiB share; the failure names the path.
+            f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[managed]":
+                r"alloc_past_share_oom\[--api managed\]: exit 0",
+        },
+        control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
+    ),
+    Case(
         faults.STALE_VIEW, "gpushare-extender",
         {
             # Binds of the burst overlap and each picks from a view without the others.

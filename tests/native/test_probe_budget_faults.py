@@ -123,3 +123,12 @@ def test_unknown_fault_is_refused_not_ignored(seed_env, native_root):
     done = run(probe(native_root, "--device", "0", "--alloc-mib", "1"), faulty(seed_env, "everything"))
     assert done.returncode != 0
     assert re.search(r"invalid GPUSHARE_SHIM_FAULT='everything'", done.stderr), done.stderr
+
+
+def test_unguarded_managed_lets_only_that_path_past_the_share(seed_env, native_root):
+    env = faulty(seed_env, "unguarded-managed")
+    for api, held in (("alloc", False), ("managed", True), ("pool", False)):
+        past = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE + 1), "--api", api), env)
+        assert (past.returncode == 0) is held, (api, past.stdout)
+        sound = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE + 1), "--api", api), seed_env)
+        assert sound.returncode == 2 and f"--api {api}" in sound.stdout, sound.stdout

@@ -20,7 +20,7 @@ def test_provider_rejects_options_it_does_not_take():
 
 def test_existing_provider_missing_kubeconfig(tmp_path):
     provider = ExistingProvider(kubeconfig=tmp_path / "nope", kubectl_binary="kubectl")
-    with pytest.raises(ExistingClusterError, match="--kubeconfig: file not found"):
+    with pytest.raises(ExistingClusterError, match="--cluster-kubeconfig: file not found"):
         provider.up(lambda _: None)
 
 

@@ -1,20 +1,41 @@
-"""Verdict records, the table, verdicts.json and environment.properties."""
+"""Verdict records, the user property they travel in, the table, verdicts.json and
+environment.properties."""
 
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 
 from gpushare_conformance.allocation import check_card_total
 from gpushare_conformance.report import (
-    ReportError, VerdictRecord, read_verdicts, record_from_verdict, render_table, write_environment, write_verdicts,
+    CheckOutcome,
+    ReportError,
+    VerdictFile,
+    VerdictRecord,
+    property_value,
+    read_verdicts,
+    record_from_property,
+    record_from_verdict,
+    records_from_properties,
+    render_table,
+    report_name,
+    write_environment,
+    write_verdicts,
 )
 
+SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
+ANSI = re.compile(r"\x1b\[")
 
-def test_record_from_an_allocation_verdict():
-    record = record_from_verdict("test_seed", check_card_total(4309, 4, 16160))
+
+def test_record_from_an_allocation_verdict_words_the_window():
+    record = record_from_verdict(SEED, check_card_total(4309, 4, 16160))
     assert record.check == "card_total" and record.passed and record.observed == "4309"
-    failing = record_from_verdict("test_seed", check_card_total(16160, 4, 16160))
-    assert not failing.passed and failing.outcome == "FAIL"
+    assert record.expected == "4096..4505 MiB and < 16160 MiB"
+    assert "4309 MiB for a 4 GiB share" in record.detail
+    failing = record_from_verdict(SEED, check_card_total(16160, 4, 16160))
+    assert not failing.passed and failing.outcome == "FAIL" and "not isolated" in failing.detail
 
 
 def test_record_from_an_object_without_the_fields_is_an_error():
@@ -22,36 +43,56 @@ def test_record_from_an_object_without_the_fields_is_an_error():
         record_from_verdict("t", object())
 
 
-def test_table_shows_check_expected_observed_result():
+def test_a_record_survives_its_user_property():
+    record = record_from_verdict(SEED, check_card_total(4309, 4, 16160))
+    value = property_value(record)
+    assert set(json.loads(value)) == {"check", "expected", "observed", "passed", "detail", "kind"}
+    assert record_from_property(SEED, value) == record
+    props = [("gpushare.verdict", value), ("other", "x"), ("gpushare.verdict", value)]
+    assert records_from_properties(SEED, props) == [record, record]
+
+
+def test_a_property_that_is_not_a_verdict_is_a_clear_error():
+    with pytest.raises(ReportError, match="gpushare.verdict property .* is not a verdict"):
+        record_from_property(SEED, "{]")
+    with pytest.raises(ReportError, match="is not a verdict"):
+        record_from_property(SEED, json.dumps({"check": "x", "colour": "red"}))
+
+
+def test_table_shows_check_expected_observed_result_and_never_cuts_the_check():
+    long_check = "alloc_past_share_oom[card 0 of a node with a remarkably long name, kept whole]"
     records = [
-        VerdictRecord("test_seed_job", "card_count", "2", "2", True),
-        VerdictRecord("test_seed_job", "card_total", "4096..4505 MiB", "16160", False),
-        VerdictRecord("test_compute", "compute_isolation", "-", "not isolated", True, kind="info"),
+        VerdictRecord(SEED, "card_count", "2", "2", True),
+        VerdictRecord(SEED, "card_total", "4096..4505 MiB and < 16160 MiB", "16160", False),
+        VerdictRecord(SEED, long_check, "z" * 300, "[b]x[/b]", True),
+        VerdictRecord("conformance/test_limitation.py::test_compute", "compute_isolation", "-", "not isolated", True,
+                      kind="info"),
     ]
-    table = render_table(records)
+    table = render_table(records, width=100, colour=False)
     lines = table.splitlines()
-    assert "| check" in lines[1] and "expected" in lines[1] and "observed" in lines[1] and "result" in lines[1]
+    assert not ANSI.search(table), "no colour unless asked"
+    assert re.search(r"\bcheck\b.*\bexpected\b.*\bobserved\b.*\bresult\b", table)
     assert any("card_total" in line and "16160" in line and "FAIL" in line for line in lines)
     assert any("compute_isolation" in line and "info" in line for line in lines)
-    assert lines[-1] == "3 verdict(s), 1 failed"
-    widths = {len(line) for line in lines[:-1]}
-    assert len(widths) == 1, "rows must align"
+    assert SEED in lines and long_check in table, "the check's id and the verdict's name are never cut"
+    assert "[b]x[/b]" in table, "cells are text, never rich markup"
+    assert table.count("z") == 300, "long cells wrap, not cut"
+    assert lines[-1] == "4 verdict(s), 1 failed"
+    assert "\x1b[" in render_table(records, width=100, colour=True)
 
 
 def test_empty_table_says_so():
     assert "(no verdicts recorded)" in render_table([])
 
 
-def test_long_cells_are_cut():
-    table = render_table([VerdictRecord("t", "c", "x" * 200, "y", True)], width=30)
-    assert "x" * 29 + "…" in table and "x" * 31 not in table
-
-
 def test_verdicts_round_trip(tmp_path):
-    records = [VerdictRecord("t", "card_count", "2", "2", True)]
-    path = write_verdicts(tmp_path / "r" / "verdicts.json", records, {"conformance/test_seed.py::t": "passed"})
-    again, outcomes = read_verdicts(path)
-    assert again == records and outcomes == {"conformance/test_seed.py::t": "passed"}
+    result = VerdictFile(
+        [VerdictRecord(SEED, "card_count", "2", "2", True, detail="2 card(s) visible")],
+        {SEED: CheckOutcome("failed", "card_total: ...", ("reports/diagnostics/gs-x",))},
+        {"stack": "reference", "cluster": "local"},
+    )
+    path = write_verdicts(tmp_path / "r" / "verdicts.json", result)
+    assert read_verdicts(path) == result
 
 
 def test_reading_a_bad_verdicts_file_is_a_clear_error(tmp_path):
@@ -60,8 +101,11 @@ def test_reading_a_bad_verdicts_file_is_a_clear_error(tmp_path):
     (tmp_path / "verdicts.json").write_text("{]")
     with pytest.raises(ReportError, match="not JSON"):
         read_verdicts(tmp_path / "verdicts.json")
-    (tmp_path / "verdicts.json").write_text(json.dumps({"schema": 1, "verdicts": [{"check": "x"}]}))
+    (tmp_path / "verdicts.json").write_text(json.dumps({"schema": 2, "verdicts": [{"check": "x"}]}))
     with pytest.raises(ReportError, match="verdict #0 has the wrong fields"):
+        read_verdicts(tmp_path / "verdicts.json")
+    (tmp_path / "verdicts.json").write_text(json.dumps({"schema": 1, "verdicts": []}))
+    with pytest.raises(ReportError, match="expected .*'schema': 2"):
         read_verdicts(tmp_path / "verdicts.json")
 
 
@@ -74,19 +118,23 @@ def test_environment_properties(tmp_path):
     assert "node.gpu-1.cards = 0\\:16160MiB,1\\:16160MiB" in text
 
 
-def test_plugin_writes_verdicts_and_environment_for_allure(tmp_path):
-    import subprocess
-    import sys
+def test_report_is_named_after_stack_and_cluster():
+    assert report_name({"stack": "ack", "cluster": "existing"}) == "gpushare conformance: ack stack on existing cluster"
 
+
+def test_plugin_writes_verdicts_environment_and_report_name_for_allure(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_plain():\n    pass\n")
     report, allure_dir = tmp_path / "report", tmp_path / "allure"
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path / "test_x.py"),
                              "--rootdir", str(tmp_path), "--report-dir", str(report), "--alluredir", str(allure_dir)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    records, outcomes = read_verdicts(report / "verdicts.json")
-    # A test that uses no cluster is not one of the suite's checks: no verdict, no outcome.
-    assert records == [] and outcomes == {}
+    written = read_verdicts(report / "verdicts.json")
+    # A test that uses no cluster is not one of the suite's checks: no verdict, no outcome, no summary.
+    assert written.records == [] and written.outcomes == {}
+    assert "gpushare verdict summary" not in result.stdout
     env = (allure_dir / "environment.properties").read_text()
     assert "cluster = local" in env and "mocked_nvml = true" in env and "run_id = " in env
+    executor = json.loads((allure_dir / "executor.json").read_text())
+    assert executor["reportName"] == "gpushare conformance: reference stack on local cluster"
     assert list(allure_dir.glob("*-result.json")), "allure results written"
