@@ -27,10 +27,10 @@ def _image(tmp_path: Path, content: str) -> Path:
 def test_build_a_then_b_then_a_again_leaves_the_tag_on_a(cluster, tmp_path):
     if cluster.provider != "local":
         pytest.skip("imports into the local provider's containerd")
-    socket = Path(cluster.details["state_dir"]) / "containerd" / "containerd.sock"
-    candidates = [socket, *Path(cluster.details["state_dir"]).rglob("containerd.sock")]
-    socket = next((p for p in candidates if p.exists()), None)
-    assert socket is not None, f"no containerd socket under {cluster.details['state_dir']}"
+    from gpushare_conformance.fixtures.providers.local import LocalProvider
+
+    socket = LocalProvider(state_dir=cluster.details["state_dir"]).paths.containerd_socket
+    assert socket.exists(), f"no containerd socket at {socket}"
     ctr = ["ctr", "--address", str(socket), "-n", "k8s.io"]
     a, b = _image(tmp_path, "A"), _image(tmp_path, "B")
     digest_a = "sha256:" + a.with_name(a.name + ".manifest").read_text()
@@ -45,8 +45,14 @@ def test_the_running_stack_is_the_recorded_build(cluster, kube):
     """The report's stack image digest is what the stack pods run."""
     if cluster.provider != "local":
         pytest.skip("the local provider records the stack digest it imported")
+    from gpushare_conformance.fixtures.providers.local import LocalProvider
+    from gpushare_conformance.images.oci import ctr_image_digests
+
     digest = cluster.details.get("stack_image", "unknown")
     assert digest.startswith("sha256:"), cluster.details
+    socket = LocalProvider(state_dir=cluster.details["state_dir"]).paths.containerd_socket
+    tagged = ctr_image_digests(["ctr", "--address", str(socket), "-n", "k8s.io"])
+    assert tagged.get("localhost/gpushare-conformance/stack:dev") == digest, "the tag is not on the recorded build"
     pods = kube.to_dict(kube.core.list_namespaced_pod("gpushare-system")).get("items") or []
     assert pods, "no stack pods"
     for pod in pods:
