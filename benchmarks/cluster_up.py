@@ -37,7 +37,9 @@ def main() -> int:
         downs.append(time.monotonic() - start)
         print(f"round {round_no}: up {ups[-1]:.1f}s  down {downs[-1]:.1f}s")
     median_up = statistics.median(ups)
-    print(f"warm up   median {median_up:.1f}s  min {min(ups):.1f}s  max {max(ups):.1f}s  (target < {TARGET_UP_SECONDS:.0f}s: {'met' if median_up < TARGET_UP_SECONDS else 'NOT met'})")
+    print(
+        f"warm up   median {median_up:.1f}s  min {min(ups):.1f}s  max {max(ups):.1f}s  (target < {TARGET_UP_SECONDS:.0f}s: {'met' if median_up < TARGET_UP_SECONDS else 'NOT met'})"
+    )
     print(f"down      median {statistics.median(downs):.1f}s  min {min(downs):.1f}s  max {max(downs):.1f}s")
     return 0
 

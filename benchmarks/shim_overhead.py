@@ -66,9 +66,21 @@ TARGET = 1.10
 def instructions(loop: str, path: str, env: dict[str, str], iterations: int, workdir: Path) -> int:
     """Instructions executed inside alloc_free_loop (warm-up call included)."""
     out = workdir / f"callgrind.{len(list(workdir.iterdir()))}"
-    proc = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=alloc_free_loop",
-                           f"--callgrind-out-file={out}", loop, str(iterations), path], env=env, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=alloc_free_loop",
+            f"--callgrind-out-file={out}",
+            loop,
+            str(iterations),
+            path,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"callgrind run of {path} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     text = out.read_text()
@@ -117,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"allocate+free of 1 MiB per path, one mock V100, shim limit 8192 MiB; target <= {TARGET:.2f}x")
         if not have_valgrind:
             print("instructions: valgrind not installed (ci/host-packages.txt lists it)")
-        print(f"{'path':<8} {'instr bare':>11} {'instr shim':>11} {'ratio':>7}   {'ns bare':>9} {'ns shim':>9} {'ratio':>7}  verdict")
+        print(
+            f"{'path':<8} {'instr bare':>11} {'instr shim':>11} {'ratio':>7}   {'ns bare':>9} {'ns shim':>9} {'ratio':>7}  verdict"
+        )
         worst = 0.0
         for path in paths:
             bare = sandbox_env(inv, [0], 8192, isolation=False, base_env=os.environ, native_root=root)
@@ -146,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             row += "meets the target" if judged <= TARGET else "ABOVE the target"
             print(row, flush=True)
         if have_valgrind:
-            print(f"worst instruction ratio: {worst:.3f}x ({'meets' if worst <= TARGET else 'above'} the {TARGET:.2f}x target)")
+            print(
+                f"worst instruction ratio: {worst:.3f}x ({'meets' if worst <= TARGET else 'above'} the {TARGET:.2f}x target)"
+            )
     return 0
 
 

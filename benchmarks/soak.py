@@ -52,10 +52,26 @@ def main() -> int:
         report = out / f"run-{i}"
         report.mkdir(parents=True, exist_ok=True)
         keep = not args.fresh_cluster and i < args.runs
-        argv = [sys.executable, "-m", "pytest", "--pyargs", "gpushare_conformance.conformance", "-q",
-                "-p", "no:cacheprovider", "-n", str(args.workers), "--cluster", args.cluster,
-                "--report-dir", str(report), "--junitxml", str(report / "junit.xml"),
-                *(["--keep-cluster-up"] if keep else []), *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "gpushare_conformance.conformance",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            str(args.workers),
+            "--cluster",
+            args.cluster,
+            "--report-dir",
+            str(report),
+            "--junitxml",
+            str(report / "junit.xml"),
+            *(["--keep-cluster-up"] if keep else []),
+            *extra,
+        ]
         started = time.monotonic()
         with open(report / "pytest.log", "w") as log:
             status = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, cwd=out)
@@ -67,9 +83,11 @@ def main() -> int:
         verdict = "pass" if status == 0 else f"FAIL ({', '.join(failed) or f'exit {status}'}; see {report})"
         print(f"run {i}/{args.runs}: {times[-1]:.1f} s, {verdict}", flush=True)
     print(f"runs: {args.runs}, passed: {passes}, failed: {args.runs - passes}")
-    print(f"suite time: median {statistics.median(times):.1f} s, slowest {max(times):.1f} s, "
-          f"fastest {min(times):.1f} s ({'fresh cluster each run' if args.fresh_cluster else 'one warm cluster'}; "
-          f"the first run includes bring-up)")
+    print(
+        f"suite time: median {statistics.median(times):.1f} s, slowest {max(times):.1f} s, "
+        f"fastest {min(times):.1f} s ({'fresh cluster each run' if args.fresh_cluster else 'one warm cluster'}; "
+        f"the first run includes bring-up)"
+    )
     if failed_by_check:
         print("failures per check:")
         for check, count in failed_by_check.most_common():

@@ -91,9 +91,24 @@ def main() -> int:
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
-        argv = [sys.executable, "-m", "pytest", "--pyargs", "gpushare_conformance.conformance", "-q",
-                "-p", "no:cacheprovider", "-n", str(args.workers), "--cluster", args.cluster, "--keep-cluster-up",
-                "--junitxml", str(junit), *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "gpushare_conformance.conformance",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            str(args.workers),
+            "--cluster",
+            args.cluster,
+            "--keep-cluster-up",
+            "--junitxml",
+            str(junit),
+            *extra,
+        ]
         started = time.monotonic()
         status = subprocess.call(argv, cwd=tmp)
         wall = time.monotonic() - started
@@ -115,8 +130,10 @@ def main() -> int:
     print(f"checks that run alone: {sum(c.need == 'alone' for c in checks)}, {alone:.1f} s of the wall time")
     one = replay(checks, 1, args.cards, args.workers)
     two = replay(checks, 2, args.cards, args.workers)
-    print(f"replay, 1 node x {args.cards} cards: {one:.1f} s; 2 nodes: {two:.1f} s "
-          f"(a second node saves {one - two:.1f} s, {100 * (one - two) / one if one else 0:.0f}%)")
+    print(
+        f"replay, 1 node x {args.cards} cards: {one:.1f} s; 2 nodes: {two:.1f} s "
+        f"(a second node saves {one - two:.1f} s, {100 * (one - two) / one if one else 0:.0f}%)"
+    )
     return 0
 
 

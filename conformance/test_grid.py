@@ -30,8 +30,10 @@ GRID = [
 ]
 
 
-@pytest.mark.parametrize(("per_card", "cards"), [
-    pytest.param(p, c, id=f"{p}GiBx{c or 'nolabel'}", marks=pytest.mark.capacity(cards=c or 1)) for p, c in GRID])
+@pytest.mark.parametrize(
+    ("per_card", "cards"),
+    [pytest.param(p, c, id=f"{p}GiBx{c or 'nolabel'}", marks=pytest.mark.capacity(cards=c or 1)) for p, c in GRID],
+)
 def test_n_gib_over_m_cards_gives_n_over_m_on_each_card(suite, per_card, cards):
     count = cards or 1
     per_card_gib = suite.node.card_gib - 1 if per_card == "card-1" else per_card

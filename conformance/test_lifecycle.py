@@ -20,15 +20,25 @@ def test_capacity_returns_after_the_job_completes(suite):
     if not probe:
         pytest.skip(f"stack profile {suite.profile.name!r} mounts no probe to run a short GPU job")
     with allure.step(f"A Job takes whole cards ({card_gib} GiB on each of {cards}) and completes"):
-        job = suite.submit_seed_job(total_gib=card_gib * cards, cards=cards, name="short-job",
-                                    command=[probe, "--device", "0", "--alloc-mib", "1"])
+        job = suite.submit_seed_job(
+            total_gib=card_gib * cards,
+            cards=cards,
+            name="short-job",
+            command=[probe, "--device", "0", "--alloc-mib", "1"],
+        )
         pod = suite.job_pod(job)
         suite.wait_succeeded(pod)
     with allure.step("The same whole cards can be had again by a new pod"):
         again = suite.submit_share_pod("after-job", card_gib * cards, cards)
         obj = suite.wait_running(again)
-        suite.expect(v.equal("capacity_returned", "Running", obj["status"].get("phase"),
-                             f"a pod needing every card's full share, on {obj['spec'].get('nodeName')}"))
+        suite.expect(
+            v.equal(
+                "capacity_returned",
+                "Running",
+                obj["status"].get("phase"),
+                f"a pod needing every card's full share, on {obj['spec'].get('nodeName')}",
+            )
+        )
 
 
 @pytest.mark.parametrize("component", ["device plugin", "extender"])
@@ -58,7 +68,10 @@ def test_restarting_a_component_loses_no_allocation_and_double_books_nothing(sui
     if suite.profile.inspect_path:
         with allure.step("The extender's books show the holder on the same cards after the restart"):
             data = suite.inspect()
-            holder_cards = sorted(str(d.get("id")) for n in data.get("nodes", []) for d in n.get("devs", [])
-                                  if any(p.get("name") == holder and p.get("namespace") == suite.namespace
-                                         for p in d.get("pods", [])))
+            holder_cards = sorted(
+                str(d.get("id"))
+                for n in data.get("nodes", [])
+                for d in n.get("devs", [])
+                if any(p.get("name") == holder and p.get("namespace") == suite.namespace for p in d.get("pods", []))
+            )
             suite.expect(v.equal("inspect_holder_cards", sorted(cards_before), holder_cards))

@@ -15,8 +15,13 @@ from gpushare_conformance.fixtures.framework import verdicts as v
 pytestmark = [pytest.mark.e2e, pytest.mark.limitation]
 
 # Knobs other stacks use to cap compute; none may be set for a memory-only share.
-COMPUTE_LIMIT_ENV = ("CUDA_DEVICE_SM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "GPU_CORE_UTILIZATION_POLICY",
-                     "ALIYUN_COM_GPU_CORE", "GPUSHARE_COMPUTE_LIMIT")
+COMPUTE_LIMIT_ENV = (
+    "CUDA_DEVICE_SM_LIMIT",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "GPU_CORE_UTILIZATION_POLICY",
+    "ALIYUN_COM_GPU_CORE",
+    "GPUSHARE_COMPUTE_LIMIT",
+)
 COMPUTE_RESOURCES = ("nvidia.com/gpucores", "aliyun.com/gpu-core.percentage")
 
 

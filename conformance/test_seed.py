@@ -12,9 +12,9 @@ import re
 import allure
 import pytest
 
-from gpushare_conformance.fixtures.framework.evidence import pod_logs
 from gpushare_conformance.allocation import card_totals_mib, check_card_count, check_card_total
 from gpushare_conformance.fixtures.framework import verdicts as v
+from gpushare_conformance.fixtures.framework.evidence import pod_logs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.seed]
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gpushare_conformance.evidence.smi_report import NvidiaSmiReport
 from gpushare_conformance.evidence.tf_log import TfLogReport
@@ -62,13 +63,15 @@ class ShareRequest:
 def _pod_template(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
     """(object with `metadata` and `spec.containers`, path prefix used in messages)."""
     if not isinstance(obj, Mapping):
-        raise RequestError("object", obj, f"expected a Pod, a workload or a pod template as a mapping, got {type(obj).__name__}")
+        raise RequestError(
+            "object", obj, f"expected a Pod, a workload or a pod template as a mapping, got {type(obj).__name__}"
+        )
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
     if kind == "PodTemplate" and "template" in obj:
         return obj["template"], "template"
     if kind == "CronJob":
-        template = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template"))
+        template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
         if template is None:
             raise RequestError("spec.jobTemplate.spec.template", None, "CronJob without spec.jobTemplate.spec.template")
         return template, "spec.jobTemplate.spec.template"
@@ -80,7 +83,9 @@ def _pod_template(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
 
 
 def _quantity(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and _DECIMAL.match(value.strip()))):
+    if isinstance(value, bool) or not (
+        isinstance(value, int) or (isinstance(value, str) and _DECIMAL.match(value.strip()))
+    ):
         raise RequestError(field, value, f"{field} must be a positive integer (GiB), got {value!r}")
     number = int(value)
     if number < 1:
@@ -116,7 +121,9 @@ def request_from_pod(
         if mem_resource not in limits:
             if mem_resource in requests:
                 raise RequestError(
-                    field, None, f"{mem_resource} is set in requests but not in limits of container {container.get('name')!r}; extended resources need limits"
+                    field,
+                    None,
+                    f"{mem_resource} is set in requests but not in limits of container {container.get('name')!r}; extended resources need limits",
                 )
             continue
         amount = _quantity(limits[mem_resource], field)
@@ -130,14 +137,16 @@ def request_from_pod(
         askers.append(str(container.get("name")))
     if not askers:
         raise RequestError(
-            f"{path}spec.containers[*].resources.limits[{mem_resource}]", None, f"no container sets resources.limits[{mem_resource}]"
+            f"{path}spec.containers[*].resources.limits[{mem_resource}]",
+            None,
+            f"no container sets resources.limits[{mem_resource}]",
         )
 
     label_field = f"{path}metadata.labels[{count_label}]"
     if count_label in labels:
         raw = labels[count_label]
         if not isinstance(raw, str) or not _DECIMAL.match(raw):
-            raise RequestError(label_field, raw, f"label {count_label} must be a string integer like \"2\", got {raw!r}")
+            raise RequestError(label_field, raw, f'label {count_label} must be a string integer like "2", got {raw!r}')
         cards = int(raw)
         if cards < 1:
             raise RequestError(label_field, raw, f"label {count_label} must be at least 1, got {raw!r}")
@@ -150,7 +159,9 @@ def request_from_pod(
             total,
             f"invalid replica for resource {mem_resource}: {total} / {cards} = {total / cards:.2f} is not an integer",
         )
-    return ShareRequest(total_gib=total, cards=cards, per_card_gib=total // cards, container=askers[0] if len(askers) == 1 else None)
+    return ShareRequest(
+        total_gib=total, cards=cards, per_card_gib=total // cards, container=askers[0] if len(askers) == 1 else None
+    )
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ suite can so judge the reference stack, ACK's, the open-source gpushare and HAMi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 GIB_MIB = 1024
 
@@ -92,8 +93,7 @@ class StackProfile:
         count = cards or 1
         if self.max_cards is not None and count > self.max_cards:
             raise ProfileError(
-                f"profile {self.name!r} supports at most {self.max_cards} card(s) per pod, "
-                f"asked cards={count}"
+                f"profile {self.name!r} supports at most {self.max_cards} card(s) per pod, asked cards={count}"
             )
         if self.per_card_mib:
             if total_gib * GIB_MIB % count:
@@ -189,8 +189,10 @@ PROFILES: dict[str, StackProfile] = {
         inspect_path="/gpushare-scheduler/inspect",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
         probe_path="/usr/local/gpushare/bin/gpushare-probe",
-        serving_lines={"app=gpushare-extender": "serving on",
-                       "app=gpushare-device-plugin": "registered aliyun.com/gpu-mem"},
+        serving_lines={
+            "app=gpushare-extender": "serving on",
+            "app=gpushare-device-plugin": "registered aliyun.com/gpu-mem",
+        },
     ),
     "ack": StackProfile(
         name="ack",

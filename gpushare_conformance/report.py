@@ -145,7 +145,11 @@ def read_verdicts(path: Path) -> VerdictFile:
         raise ReportError(f"no verdicts file at {path} (did the suite run with --report-dir {path.parent}?)") from None
     except ValueError as exc:
         raise ReportError(f"{path} is not JSON: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema") != VERDICTS_SCHEMA or not isinstance(data.get("verdicts"), list):
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != VERDICTS_SCHEMA
+        or not isinstance(data.get("verdicts"), list)
+    ):
         raise ReportError(f"{path}: expected {{'schema': {VERDICTS_SCHEMA}, 'verdicts': [...], ...}}")
     result = VerdictFile(facts={str(k): str(v) for k, v in (data.get("facts") or {}).items()})
     for i, row in enumerate(data["verdicts"]):
@@ -155,7 +159,9 @@ def read_verdicts(path: Path) -> VerdictFile:
             raise ReportError(f"{path}: verdict #{i} has the wrong fields: {exc}") from exc
     for nodeid, row in (data.get("outcomes") or {}).items():
         try:
-            result.outcomes[nodeid] = CheckOutcome(row["outcome"], row.get("reason", ""), tuple(row.get("evidence", ())))
+            result.outcomes[nodeid] = CheckOutcome(
+                row["outcome"], row.get("reason", ""), tuple(row.get("evidence", ()))
+            )
         except (KeyError, TypeError) as exc:
             raise ReportError(f"{path}: outcome of {nodeid} has the wrong shape: {exc}") from exc
     return result
@@ -180,8 +186,14 @@ def render_table(records: Sequence[VerdictRecord], *, width: int | None = None, 
     name_w = max([len("check"), *(len(r.check) for r in records)])
     rest = max(width - name_w - len("result") - 13, 24)
     out = StringIO()
-    console = Console(file=out, width=max(width, name_w + rest + len("result") + 13), force_terminal=colour,
-                      no_color=not colour, color_system="standard" if colour else None, highlight=False)
+    console = Console(
+        file=out,
+        width=max(width, name_w + rest + len("result") + 13),
+        force_terminal=colour,
+        no_color=not colour,
+        color_system="standard" if colour else None,
+        highlight=False,
+    )
     styles = {"pass": "green", "FAIL": "bold red", "info": "cyan"}
     tests: dict[str, list[VerdictRecord]] = {}
     for r in records:
@@ -221,8 +233,13 @@ def write_executor(directory: Path, report_name: str) -> Path:
     """Write allure's ``executor.json``, which names the report (Allure 2 reads it)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "executor.json"
-    path.write_text(json.dumps({"name": "gpushare-conformance", "type": "local", "reportName": report_name,
-                                "buildName": report_name}, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {"name": "gpushare-conformance", "type": "local", "reportName": report_name, "buildName": report_name},
+            indent=2,
+        )
+        + "\n"
+    )
     return path
 
 

@@ -13,11 +13,9 @@ import os
 import re
 import tempfile
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
-
-import yaml
 
 from gpushare_conformance import native
 
@@ -106,7 +104,9 @@ def sandbox_env(
         raise SandboxError(f"visible={cards}: a card is listed twice")
     for i in cards:
         if i >= len(inv.gpus):
-            raise SandboxError(f"visible card {i}: the inventory {inv.path} has {len(inv.gpus)} cards (0..{len(inv.gpus) - 1})")
+            raise SandboxError(
+                f"visible card {i}: the inventory {inv.path} has {len(inv.gpus)} cards (0..{len(inv.gpus) - 1})"
+            )
     if mem_per_card_mib <= 0:
         raise SandboxError(f"mem_per_card_mib={mem_per_card_mib}: must be positive")
     for i in cards:

@@ -119,8 +119,12 @@ def render_lines(result: VerdictFile, width: int = 100, full_list: str = "") -> 
     for line in lines:
         ran = f" ({line.checks} checks)" if line.checks > 1 else ""
         room = width - 6 - words_width - 2 - len(ran)
-        out.append((f"{line.status:<4}  {line.rule.words:<{words_width}}  {_cut(line.figure, room)}{ran}".rstrip(),
-                    STYLES[line.status]))
+        out.append(
+            (
+                f"{line.status:<4}  {line.rule.words:<{words_width}}  {_cut(line.figure, room)}{ran}".rstrip(),
+                STYLES[line.status],
+            )
+        )
         if line.evidence:
             out.append((_cut(f"      evidence: {line.evidence}", width), STYLES[FAIL]))
     if full_list:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gpushare_stack import contract
 
@@ -46,8 +47,7 @@ class Allocation:
 def bind_annotations(allocation: Allocation) -> dict[str, str]:
     """Annotations the extender writes before the Binding (open gpushare + ACK forms)."""
     assume = str(allocation.assume_time_ns)
-    ack = {str(c): {str(i): g for i, g in sorted(cards.items())}
-           for c, cards in sorted(allocation.containers.items())}
+    ack = {str(c): {str(i): g for i, g in sorted(cards.items())} for c, cards in sorted(allocation.containers.items())}
     return {
         contract.ANN_IDX: ",".join(str(i) for i in allocation.cards),
         contract.ANN_POD: str(allocation.total_gib),
@@ -81,9 +81,7 @@ def allocation_from_pod(pod: Mapping[str, Any]) -> Allocation | None:
         raw = ann[contract.ANN_ACK_ALLOCATION]
         try:
             parsed = json.loads(raw)
-            containers = {
-                int(c): {int(i): int(g) for i, g in cards.items()} for c, cards in parsed.items()
-            }
+            containers = {int(c): {int(i): int(g) for i, g in cards.items()} for c, cards in parsed.items()}
         except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
             raise AllocationAnnotationError(
                 f"gpushare: {contract.ANN_ACK_ALLOCATION} of {where} must be "
@@ -100,8 +98,12 @@ def allocation_from_pod(pod: Mapping[str, Any]) -> Allocation | None:
             )
         containers = {0: {i: total // len(cards) for i in cards}}
     return Allocation(
-        uid=str(meta.get("uid", "")), namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")), node=node, containers=containers, assume_time_ns=assume,
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node=node,
+        containers=containers,
+        assume_time_ns=assume,
     )
 
 

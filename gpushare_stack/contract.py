@@ -6,10 +6,10 @@ Each name here is part of a contract between parts; change docs/design.md first.
 from __future__ import annotations
 
 # Extended resources and the pod label.
-RESOURCE_MEM = "aliyun.com/gpu-mem"        # GiB, all cards of a node
-RESOURCE_COUNT = "aliyun.com/gpu-count"    # cards of a node
-LABEL_COUNT = "aliyun.com/gpu-count"       # pod label "M" (absent = 1)
-NODE_LABEL = "gpushare"                    # gpushare=true selects device-plugin nodes
+RESOURCE_MEM = "aliyun.com/gpu-mem"  # GiB, all cards of a node
+RESOURCE_COUNT = "aliyun.com/gpu-count"  # cards of a node
+LABEL_COUNT = "aliyun.com/gpu-count"  # pod label "M" (absent = 1)
+NODE_LABEL = "gpushare"  # gpushare=true selects device-plugin nodes
 NODE_LABEL_VALUE = "true"
 
 # Node annotation written by the device plugin: JSON list of cards.

@@ -13,6 +13,7 @@ def load(kubeconfig: str | None) -> client.ApiClient:
         config.load_incluster_config()
     return client.ApiClient()
 
+
 # The generated client picks the first JSON patch type it knows (JSON Patch, which
 # needs a list) unless told; the stack's patches are merge patches of annotations.
 MERGE_PATCH = "application/merge-patch+json"

@@ -7,8 +7,9 @@ shared between judge and judged would go unseen.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gpushare_stack import contract
 

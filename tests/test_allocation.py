@@ -54,7 +54,12 @@ def pod(mem=8, count: object = "2", containers=None) -> dict:
         labels["aliyun.com/gpu-count"] = count
     if containers is None:
         containers = [{"name": "main", "resources": {"limits": {"aliyun.com/gpu-mem": mem}}}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels}, "spec": {"containers": containers}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": labels},
+        "spec": {"containers": containers},
+    }
 
 
 def _error(obj, *fragments: str, **kwargs) -> RequestError:
@@ -66,7 +71,9 @@ def _error(obj, *fragments: str, **kwargs) -> RequestError:
 
 
 def test_seed_job() -> None:
-    assert request_from_pod(SEED_JOB) == ShareRequest(total_gib=8, cards=2, per_card_gib=4, container="tensorflow-mnist-multigpu")
+    assert request_from_pod(SEED_JOB) == ShareRequest(
+        total_gib=8, cards=2, per_card_gib=4, container="tensorflow-mnist-multigpu"
+    )
     assert request_from_pod(SEED_JOB).per_card_mib == 4096
 
 
@@ -96,12 +103,16 @@ def test_sums_over_containers() -> None:
 def test_renamed_resources() -> None:
     obj = pod(count=None, containers=[{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "4"}}}])
     obj["metadata"]["labels"]["example.com/cards"] = "2"
-    assert request_from_pod(obj, mem_resource="nvidia.com/gpumem", count_label="example.com/cards") == ShareRequest(4, 2, 2, "c")
+    assert request_from_pod(obj, mem_resource="nvidia.com/gpumem", count_label="example.com/cards") == ShareRequest(
+        4, 2, 2, "c"
+    )
     _error(obj, "aliyun.com/gpu-mem")  # default names do not see it
 
 
 def test_not_divisible_matches_ack_message() -> None:
-    error = _error(pod(mem=8, count="3"), "invalid replica for resource aliyun.com/gpu-mem: 8 / 3 = 2.67 is not an integer")
+    error = _error(
+        pod(mem=8, count="3"), "invalid replica for resource aliyun.com/gpu-mem: 8 / 3 = 2.67 is not an integer"
+    )
     assert error.value == 8
 
 
@@ -118,7 +129,10 @@ def test_label_not_a_string_integer(count) -> None:
 
 
 def test_memory_missing() -> None:
-    error = _error(pod(containers=[{"name": "c", "resources": {"limits": {"cpu": "1"}}}]), "no container sets resources.limits[aliyun.com/gpu-mem]")
+    error = _error(
+        pod(containers=[{"name": "c", "resources": {"limits": {"cpu": "1"}}}]),
+        "no container sets resources.limits[aliyun.com/gpu-mem]",
+    )
     assert error.value is None
 
 
@@ -135,8 +149,21 @@ def test_template_paths_in_errors() -> None:
 
 
 def test_requests_without_limits_or_different() -> None:
-    _error(pod(containers=[{"name": "c", "resources": {"requests": {"aliyun.com/gpu-mem": "8"}}}]), "requests but not in limits")
-    _error(pod(containers=[{"name": "c", "resources": {"limits": {"aliyun.com/gpu-mem": "8"}, "requests": {"aliyun.com/gpu-mem": "4"}}}]), "differs")
+    _error(
+        pod(containers=[{"name": "c", "resources": {"requests": {"aliyun.com/gpu-mem": "8"}}}]),
+        "requests but not in limits",
+    )
+    _error(
+        pod(
+            containers=[
+                {
+                    "name": "c",
+                    "resources": {"limits": {"aliyun.com/gpu-mem": "8"}, "requests": {"aliyun.com/gpu-mem": "4"}},
+                }
+            ]
+        ),
+        "differs",
+    )
 
 
 def test_not_a_pod() -> None:
@@ -146,6 +173,7 @@ def test_not_a_pod() -> None:
 
 
 # --- verdicts ---------------------------------------------------------------
+
 
 def test_card_count() -> None:
     assert check_card_count(2, 2) == Verdict("card_count", 2, 2, True, "2 card(s) visible, 2 expected")
@@ -188,7 +216,13 @@ def test_card_total_unknown() -> None:
 
 
 def test_verdict_to_dict() -> None:
-    assert check_card_count(1, 1).to_dict() == {"check": "card_count", "expected": 1, "observed": 1, "passed": True, "detail": "1 card(s) visible, 1 expected"}
+    assert check_card_count(1, 1).to_dict() == {
+        "check": "card_count",
+        "expected": 1,
+        "observed": 1,
+        "passed": True,
+        "detail": "1 card(s) visible, 1 expected",
+    }
 
 
 def test_card_totals_from_reports() -> None:

@@ -23,6 +23,7 @@ def test_ruff_check_passes():
 
 
 def test_ruff_format_leaves_nothing_to_change():
-    result = subprocess.run([*_ruff(), "format", "--check", "--no-cache", "."], cwd=REPO, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [*_ruff(), "format", "--check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr

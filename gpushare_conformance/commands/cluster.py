@@ -13,10 +13,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Start, stop or inspect the cluster the suite runs on. `up` on a running cluster reuses it.",
     )
     parser.add_argument("action", choices=("up", "down", "status"), help="what to do")
-    parser.add_argument("--provider", default="local", choices=("local",),
-                        help="cluster provider; only `local` is managed here (kind and existing clusters are managed by their own tools)")
-    parser.add_argument("--state-dir", help="where the local cluster keeps its state and logs (default /var/lib/gpushare-conformance/local)")
-    parser.add_argument("--inventory", help="mock GPU inventory YAML for the node (default: ci/local/inventory-default.yaml, 4 x V100-SXM2-16GB)")
+    parser.add_argument(
+        "--provider",
+        default="local",
+        choices=("local",),
+        help="cluster provider; only `local` is managed here (kind and existing clusters are managed by their own tools)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        help="where the local cluster keeps its state and logs (default /var/lib/gpushare-conformance/local)",
+    )
+    parser.add_argument(
+        "--inventory",
+        help="mock GPU inventory YAML for the node (default: ci/local/inventory-default.yaml, 4 x V100-SXM2-16GB)",
+    )
     parser.add_argument("--no-stack", action="store_true", help="do not deploy the reference stack during `up`")
     parser.set_defaults(func=run)
 

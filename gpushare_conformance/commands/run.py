@@ -26,20 +26,41 @@ CHECKS_PACKAGE = "gpushare_conformance.conformance"
 CLUSTERS = ("local", "kind", "existing")
 
 
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers: expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers: must be at least 1, got {value}")
+    return value
+
+
 def pytest_argv(args: argparse.Namespace) -> list[str]:
     """The pytest command line for ``args`` (extra pytest arguments go last)."""
     report_dir = Path(args.report_dir)
     argv = [
-        sys.executable, "-m", "pytest", "--pyargs", CHECKS_PACKAGE,
-        "-p", "no:cacheprovider",
-        "--cluster", args.cluster,
-        "--stack", args.stack,
-        "--report-dir", str(report_dir),
-        "--junitxml", str(report_dir / "junit.xml"),
-        "--alluredir", str(report_dir / "allure-results"),
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        CHECKS_PACKAGE,
+        "-p",
+        "no:cacheprovider",
+        "--cluster",
+        args.cluster,
+        "--stack",
+        args.stack,
+        "--report-dir",
+        str(report_dir),
+        "--junitxml",
+        str(report_dir / "junit.xml"),
+        "--alluredir",
+        str(report_dir / "allure-results"),
         "--clean-alluredir",
         # run prints the summary itself, after pytest's last line
-        "--verdict-summary", "off",
+        "--verdict-summary",
+        "off",
     ]
     if args.kubeconfig:
         argv += ["--cluster-kubeconfig", args.kubeconfig]
@@ -49,6 +70,9 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--keep-cluster-up"]
     if args.kind_binary:
         argv += ["--kind-binary", args.kind_binary]
+    workers = getattr(args, "workers", 1)
+    if workers and workers > 1:
+        argv += ["-n", str(workers)]
     extra = list(args.pytest_args or [])
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -80,16 +104,21 @@ def render_verdicts(result, mode: str, report_dir: Path, colour: bool | None = N
     """What ``run`` prints at the end: the full table (``all``), then the rule summary
     and where the reports are."""
     colour = _colour() if colour is None else colour
-    width = width or shutil.get_terminal_size((100, 24)).columns
+    # A terminal's width; a log (CI, a pipe) gets the whole figures.
+    width = width or (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 160)
     results = report_dir / "allure-results"
     out = [""]
     if mode == "all":
         out += [render_table(result.records, width=width, colour=colour), ""]
-    hint = "" if mode == "all" else f"full list: gpushare-conformance run --verdicts all, or {report_dir / VERDICTS_FILE}"
+    hint = (
+        "" if mode == "all" else f"full list: gpushare-conformance run --verdicts all, or {report_dir / VERDICTS_FILE}"
+    )
     out.append(summary.render_text(result, width=width, colour=colour, full_list=hint))
     name = report_name(result.facts)
-    out.append(f"reports: {report_dir / 'junit.xml'}, {results} (HTML: npx allure generate {results} "
-               f"-o {report_dir / 'allure-report'} --report-name '{name}')")
+    out.append(
+        f"reports: {report_dir / 'junit.xml'}, {results} (HTML: npx allure generate {results} "
+        f"-o {report_dir / 'allure-report'} --report-name '{name}')"
+    )
     return "\n".join(out)
 
 
@@ -124,22 +153,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run the conformance checks and print the verdict, one line per seed rule",
         description="Run the conformance checks (pytest on the conformance package) and print a verdict table. "
-                    "Arguments after -- go to pytest unchanged, e.g. -- -m seed -x.",
+        "Arguments after -- go to pytest unchanged, e.g. -- -m seed -x.",
     )
-    parser.add_argument("--cluster", choices=CLUSTERS, default="local",
-                        help="cluster provider: local (default; binaries on this host), kind, or existing")
-    parser.add_argument("--stack", choices=tuple(PROFILES), default="reference",
-                        help="stack profile to check (default reference)")
-    parser.add_argument("--report-dir", default="reports",
-                        help="where JUnit XML, allure results and verdicts.json go (default ./reports)")
+    parser.add_argument(
+        "--cluster",
+        choices=CLUSTERS,
+        default="local",
+        help="cluster provider: local (default; binaries on this host), kind, or existing",
+    )
+    parser.add_argument(
+        "--stack", choices=tuple(PROFILES), default="reference", help="stack profile to check (default reference)"
+    )
+    parser.add_argument(
+        "--report-dir",
+        default="reports",
+        help="where JUnit XML, allure results and verdicts.json go (default ./reports)",
+    )
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig for --cluster existing or kind")
     parser.add_argument("--context", default=None, help="kubeconfig context for --cluster existing or kind")
-    parser.add_argument("--keep-cluster", action="store_true",
-                        help="leave the local or kind cluster running afterwards (pytest: --keep-cluster-up)")
+    parser.add_argument(
+        "--keep-cluster",
+        action="store_true",
+        help="leave the local or kind cluster running afterwards (pytest: --keep-cluster-up)",
+    )
     parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
-    parser.add_argument("--verdicts", choices=("rules", "all"), default="rules",
-                        help="at the end print one line per seed rule (rules, default), or every verdict as a table "
-                             "and then the rules (all)")
+    parser.add_argument(
+        "--workers",
+        type=_workers,
+        default=4,
+        help="checks run in parallel by this many pytest-xdist workers on one cluster, placed on "
+        "cards no concurrent check uses (default 4; 1 runs them one after another)",
+    )
+    parser.add_argument(
+        "--verdicts",
+        choices=("rules", "all"),
+        default="rules",
+        help="at the end print one line per seed rule (rules, default), or every verdict as a table "
+        "and then the rules (all)",
+    )
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments passed to pytest")
     parser.set_defaults(func=_run)
 

@@ -1,6 +1,6 @@
 """`gpushare-conformance sandbox`: run a command with a container's GPU view, no cluster.
 
-    gpushare-conformance sandbox --inventory inv.yaml --visible 1,2 --mem-per-card 4GiB -- nvidia-smi
+gpushare-conformance sandbox --inventory inv.yaml --visible 1,2 --mem-per-card 4GiB -- nvidia-smi
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
         mem = parse_mem_size(args.mem_per_card)
         visible = parse_visible(args.visible)
         root = native.ensure_built()
-        env = sandbox_env(args.inventory, visible, mem, isolation=not args.no_isolation,
-                          base_env=os.environ, native_root=root)
+        env = sandbox_env(
+            args.inventory, visible, mem, isolation=not args.no_isolation, base_env=os.environ, native_root=root
+        )
     except (SandboxError, native.NativeBuildError) as exc:
         parser.error(str(exc))
     usage = env.get("GPUSHARE_USAGE_FILE")

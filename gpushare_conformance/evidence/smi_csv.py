@@ -54,7 +54,11 @@ _HEADER_FIELD = re.compile(r"^(?P<field>[A-Za-z][A-Za-z0-9_.]*)(?:\s*\[(?P<unit>
 _BRACKETED = re.compile(r"^\[[^\]]*\]$")
 _MIB = re.compile(r"^(?P<n>\d+)\s*(?:MiB)?$")
 _INT = re.compile(r"^\d+$")
-_MEMORY_FIELDS = {"memory.total": "memory_total_mib", "memory.used": "memory_used_mib", "memory.free": "memory_free_mib"}
+_MEMORY_FIELDS = {
+    "memory.total": "memory_total_mib",
+    "memory.used": "memory_used_mib",
+    "memory.free": "memory_free_mib",
+}
 # the fields this project reads, by lower-case spelling (aliases included)
 _CORE = {
     "index": "index",
@@ -102,7 +106,11 @@ def _header_fields(cells: list[str]) -> list[str] | None:
 
 def _names_a_field(cell: str) -> bool:
     match = _HEADER_FIELD.match(cell)
-    return bool(match) and match.group("field").lower() in KNOWN_FIELDS_LOWER and ("." in cell or "_" in cell or "[" in cell)
+    return (
+        bool(match)
+        and match.group("field").lower() in KNOWN_FIELDS_LOWER
+        and ("." in cell or "_" in cell or "[" in cell)
+    )
 
 
 def looks_like_csv(text: str, fields_given: bool = False) -> bool:
@@ -141,7 +149,9 @@ def _mib(raw: str, field: str, number: int, line: str) -> int | None:
         return None
     match = _MIB.match(value)
     if not match:
-        raise EvidenceParseError(f"nvidia-smi CSV: {field} must be '<n> MiB' or a placeholder like [N/A], got {raw!r}", number, line)
+        raise EvidenceParseError(
+            f"nvidia-smi CSV: {field} must be '<n> MiB' or a placeholder like [N/A], got {raw!r}", number, line
+        )
     return int(match.group("n"))
 
 
@@ -161,7 +171,9 @@ def _canonical_fits(rows: list[tuple[int, list[str]]]) -> bool:
 def _listing(columns: list[str]) -> str:
     if len(columns) <= _SHOWN_COLUMNS:
         return ", ".join(columns)
-    return ", ".join(columns[: _SHOWN_COLUMNS - 2]) + f", ... ({len(columns) - _SHOWN_COLUMNS + 1} more), " + columns[-1]
+    return (
+        ", ".join(columns[: _SHOWN_COLUMNS - 2]) + f", ... ({len(columns) - _SHOWN_COLUMNS + 1} more), " + columns[-1]
+    )
 
 
 def _given_fields(fields: Sequence[str]) -> list[str]:
@@ -169,7 +181,9 @@ def _given_fields(fields: Sequence[str]) -> list[str]:
     for field in fields:
         match = _HEADER_FIELD.match(field.strip())
         if not match:
-            raise EvidenceParseError(f"nvidia-smi CSV: {field.strip()!r} in the given field list is not a --query-gpu field name")
+            raise EvidenceParseError(
+                f"nvidia-smi CSV: {field.strip()!r} in the given field list is not a --query-gpu field name"
+            )
         out.append(match.group("field"))
     return out
 
@@ -221,7 +235,9 @@ def parse_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmiReport
     for position, (number, cells) in enumerate(data):
         line = lines[number - 1]
         if len(cells) != len(columns):
-            raise EvidenceParseError(f"nvidia-smi CSV: expected {len(columns)} values ({_listing(columns)}), got {len(cells)}", number, line)
+            raise EvidenceParseError(
+                f"nvidia-smi CSV: expected {len(columns)} values ({_listing(columns)}), got {len(cells)}", number, line
+            )
         if _header_fields(cells) is not None and not any(_INT.match(cell) for cell in cells):
             raise EvidenceParseError("nvidia-smi CSV: a second header row", number, line)
         record: dict[str, str] = {}
@@ -258,7 +274,11 @@ def parse_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmiReport
         if "driver_version" in record:
             driver = _value(record["driver_version"])
             if report.driver_version not in (None, driver):
-                raise EvidenceParseError(f"nvidia-smi CSV: driver_version differs between rows ({report.driver_version} vs {driver})", number, line)
+                raise EvidenceParseError(
+                    f"nvidia-smi CSV: driver_version differs between rows ({report.driver_version} vs {driver})",
+                    number,
+                    line,
+                )
             report.driver_version = driver
         for existing in report.gpus:
             again = next(

@@ -90,7 +90,17 @@ QUERY_GPU_FIELDS: tuple[str, ...] = (
         f"ecc.errors.{kind}.{period}.{where}"
         for kind in ("corrected", "uncorrected")
         for period in ("volatile", "aggregate")
-        for where in ("device_memory", "dram", "register_file", "l1_cache", "l2_cache", "texture_memory", "cbu", "sram", "total")
+        for where in (
+            "device_memory",
+            "dram",
+            "register_file",
+            "l1_cache",
+            "l2_cache",
+            "texture_memory",
+            "cbu",
+            "sram",
+            "total",
+        )
     ),
     "ecc.errors.uncorrected.volatile.sram.parity",
     "ecc.errors.uncorrected.volatile.sram.secded",

@@ -32,7 +32,13 @@ def parse_list(text: str) -> NvidiaSmiReport:
             if any(gpu.index == index for gpu in report.gpus):
                 raise EvidenceParseError(f"nvidia-smi -L: GPU {index} listed twice", number, raw)
             report.gpus.append(
-                GpuInfo(index=index, name=gpu_match.group("name"), memory_used_mib=None, memory_total_mib=None, uuid=gpu_match.group("uuid"))
+                GpuInfo(
+                    index=index,
+                    name=gpu_match.group("name"),
+                    memory_used_mib=None,
+                    memory_total_mib=None,
+                    uuid=gpu_match.group("uuid"),
+                )
             )
             continue
         mig_match = _MIG_LINE.match(line)

@@ -89,7 +89,9 @@ class _TableParser:
         if self.report is None:
             raise EvidenceParseError("nvidia-smi table: no '| NVIDIA-SMI <version> ...' header line")
         if self.gpu is not None and self.gpu_rows < 2:
-            raise self.fail(f"input ended inside the rows of GPU {self.gpu.index}; expected {_MEMORY_HINT}", number, line)
+            raise self.fail(
+                f"input ended inside the rows of GPU {self.gpu.index}; expected {_MEMORY_HINT}", number, line
+            )
         if not self.report.gpus:
             raise self.fail("the table has a header but no GPU rows", number, line)
         return self.report
@@ -179,7 +181,9 @@ class _TableParser:
             self.gpu.mig_mode = _na(cells[2])
             self.gpu_rows = 3
             return
-        raise self.fail(f"GPU {self.gpu.index}: unexpected extra row; expected the rule '+---+' closing the card", number, line)
+        raise self.fail(
+            f"GPU {self.gpu.index}: unexpected extra row; expected the rule '+---+' closing the card", number, line
+        )
 
     def mig_row(self, number: int, line: str) -> None:
         assert self.report is not None
@@ -210,7 +214,9 @@ class _TableParser:
             return
         if self.mig is not None and cells and not cells[0]:
             return  # BAR1 / continuation line of the current instance
-        raise self.fail("expected a MIG device row '|  <gpu>  <gi>  <ci>  <dev>  | <used>MiB / <total>MiB | ...'", number, line)
+        raise self.fail(
+            "expected a MIG device row '|  <gpu>  <gi>  <ci>  <dev>  | <used>MiB / <total>MiB | ...'", number, line
+        )
 
 
 def _match_value(pattern: re.Pattern[str], line: str) -> str | None:

@@ -62,7 +62,9 @@ def parse_xml(text: str) -> NvidiaSmiReport:
     except ET.ParseError as exc:
         number = exc.position[0] + skipped_lines
         lines = text.splitlines()
-        raise EvidenceParseError(f"nvidia-smi XML: not well-formed ({exc})", number, lines[number - 1] if number <= len(lines) else "") from None
+        raise EvidenceParseError(
+            f"nvidia-smi XML: not well-formed ({exc})", number, lines[number - 1] if number <= len(lines) else ""
+        ) from None
     if root.tag != _ROOT:
         raise EvidenceParseError(f"nvidia-smi XML: root element is <{root.tag}>, expected <{_ROOT}>")
     report = NvidiaSmiReport(
@@ -96,7 +98,9 @@ def parse_xml(text: str) -> NvidiaSmiReport:
         report.gpus.append(gpu)
     attached = _int(root, "attached_gpus")
     if attached is not None and attached != len(report.gpus):
-        raise EvidenceParseError(f"nvidia-smi XML: <attached_gpus> says {attached} but the document has {len(report.gpus)} <gpu> elements")
+        raise EvidenceParseError(
+            f"nvidia-smi XML: <attached_gpus> says {attached} but the document has {len(report.gpus)} <gpu> elements"
+        )
     if not report.gpus:
         raise EvidenceParseError("nvidia-smi XML: no <gpu> element")
     return report

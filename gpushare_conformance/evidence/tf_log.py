@@ -275,7 +275,9 @@ def _continuation(merger: _Merger, index: int, text: str, number: int, line: str
     else:
         name = _TF1_NAME.search(text)
         if name:
-            merger.set(index, name=name.group("name"), compute_capability=f"{name.group('major')}.{name.group('minor')}")
+            merger.set(
+                index, name=name.group("name"), compute_capability=f"{name.group('major')}.{name.group('minor')}"
+            )
         elif _TF1_NAME_ALONE.match(text.strip()):
             merger.set(index, name=_TF1_NAME_ALONE.match(text.strip()).group("name"))
         capability = _TF1_MAJOR_MINOR.match(text.strip())
@@ -334,7 +336,9 @@ def parse_tf_log(text: str) -> TfLogReport:
         if meminfo:
             index, total = int(meminfo.group("index")), int(meminfo.group("total"))
             merger.set(index, free_memory_bytes=int(meminfo.group("free")))
-            merger.set_total(index, _Total(total, *exact_bounds(total), "torch-mem-get-info", f"{total} bytes", number, line))
+            merger.set_total(
+                index, _Total(total, *exact_bounds(total), "torch-mem-get-info", f"{total} bytes", number, line)
+            )
             continue
         if _TORCH_MARKER in line:
             props = _TORCH_PROPS.search(line)
@@ -358,9 +362,13 @@ def parse_tf_log(text: str) -> TfLogReport:
                     number,
                     line,
                 )
-            merger.set(index, name=props.group("name"), compute_capability=f"{props.group('major')}.{props.group('minor')}")
+            merger.set(
+                index, name=props.group("name"), compute_capability=f"{props.group('major')}.{props.group('minor')}"
+            )
             mib = int(props.group("mib"))
-            merger.set_total(index, _Total(mib << 20, *mib_floor_bounds(mib), "torch-device-properties", f"{mib}MB", number, line))
+            merger.set_total(
+                index, _Total(mib << 20, *mib_floor_bounds(mib), "torch-device-properties", f"{mib}MB", number, line)
+            )
             continue
         if _OOM_MARKER.search(line):
             totals = _oom_totals(lines, i - 1)

@@ -14,9 +14,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from gpushare_conformance.images.oci import ImageConfig, layer_from_directory, write_archive
 
@@ -67,7 +67,9 @@ def build_images(out_dir: Path, native_build: Path, progress: Progress = print) 
     out_dir.mkdir(parents=True, exist_ok=True)
     for binary in ("bin/gpushare-probe", "bin/nvidia-smi", "lib/libgpushare-shim.so"):
         if not (native_build / binary).exists():
-            raise FileNotFoundError(f"native build incomplete: {native_build / binary} is missing (run `make -C native`)")
+            raise FileNotFoundError(
+                f"native build incomplete: {native_build / binary} is missing (run `make -C native`)"
+            )
     rootfs = _rootfs_layer(progress)
     deps = _deps_layer(progress)
     app = _app_layer(out_dir, native_build, progress)
@@ -83,7 +85,9 @@ def build_images(out_dir: Path, native_build: Path, progress: Progress = print) 
         labels={"org.opencontainers.image.source": "gpushare-conformance"},
     )
     progress("images: writing the stack/workload archive")
-    app_archive = write_archive([rootfs, deps, app], config, [STACK_IMAGE, WORKLOAD_IMAGE], out_dir / "gpushare-app.oci.tar")
+    app_archive = write_archive(
+        [rootfs, deps, app], config, [STACK_IMAGE, WORKLOAD_IMAGE], out_dir / "gpushare-app.oci.tar"
+    )
     pause_archive = write_archive(
         [_pause_layer(out_dir, progress)],
         ImageConfig(entrypoint=["/pause"]),
@@ -95,7 +99,9 @@ def build_images(out_dir: Path, native_build: Path, progress: Progress = print) 
 
 def _rootfs_layer(progress: Progress) -> Path:
     progress("images: base rootfs (debootstrap once, then cached)")
-    result = subprocess.run(["bash", str(REPO / "ci" / "build-rootfs.sh")], stdout=subprocess.PIPE, text=True, check=True)
+    result = subprocess.run(
+        ["bash", str(REPO / "ci" / "build-rootfs.sh")], stdout=subprocess.PIPE, text=True, check=True
+    )
     return Path(result.stdout.strip().splitlines()[-1])
 
 
@@ -114,7 +120,17 @@ def _deps_layer(progress: Progress) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         target = Path(tmp) / "opt" / "gpushare" / "site"
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target), *IMAGE_REQUIREMENTS],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-compile",
+                "--target",
+                str(target),
+                *IMAGE_REQUIREMENTS,
+            ],
             check=True,
         )
         return layer_from_directory(Path(tmp), layer)
@@ -131,7 +147,10 @@ def _app_layer(out_dir: Path, native_build: Path, progress: Progress) -> Path:
         bin_dir = root / "usr" / "local" / "bin"
         bin_dir.mkdir(parents=True)
         shutil.copy2(native_build / "bin" / "gpushare-probe", bin_dir / "gpushare-probe")
-        for command, module in (("gpushare-extender", "gpushare_stack.extender"), ("gpushare-device-plugin", "gpushare_stack.deviceplugin")):
+        for command, module in (
+            ("gpushare-extender", "gpushare_stack.extender"),
+            ("gpushare-device-plugin", "gpushare_stack.deviceplugin"),
+        ):
             wrapper = bin_dir / command
             wrapper.write_text(f'#!/bin/sh\nexec python3 -m {module} "$@"\n')
             wrapper.chmod(0o755)

@@ -87,7 +87,11 @@ def write_archive(layers: list[Path], config: ImageConfig, ref_names: list[str],
     manifest = {
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
-        "config": {"mediaType": MEDIA_CONFIG, "digest": "sha256:" + hashlib.sha256(config_bytes).hexdigest(), "size": len(config_bytes)},
+        "config": {
+            "mediaType": MEDIA_CONFIG,
+            "digest": "sha256:" + hashlib.sha256(config_bytes).hexdigest(),
+            "size": len(config_bytes),
+        },
         "layers": [
             {"mediaType": MEDIA_LAYER, "digest": f"sha256:{d}", "size": layer.stat().st_size}
             for layer, d in zip(layers, layer_digests)
@@ -166,9 +170,12 @@ def archive_refs(archive: Path) -> list[str]:
     with tarfile.open(archive) as tar:
         member = tar.extractfile("index.json")
         index = json.loads(member.read()) if member else {}
-    return [m.get("annotations", {}).get("io.containerd.image.name") or
-            m.get("annotations", {}).get("org.opencontainers.image.ref.name")
-            for m in index.get("manifests", []) if m.get("annotations")]
+    return [
+        m.get("annotations", {}).get("io.containerd.image.name")
+        or m.get("annotations", {}).get("org.opencontainers.image.ref.name")
+        for m in index.get("manifests", [])
+        if m.get("annotations")
+    ]
 
 
 def ctr_image_digests(ctr: list[str]) -> dict[str, str]:
@@ -196,8 +203,13 @@ def import_archives(ctr: list[str], archives: list[Path], progress=print) -> dic
         if digest and refs and all(current.get(ref) == f"sha256:{digest}" for ref in refs):
             continue
         progress(f"importing {archive.name} ({', '.join(refs)} -> sha256:{(digest or '?')[:12]})")
-        result = subprocess.run([*ctr, "images", "import", "--no-unpack=false", str(archive)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        result = subprocess.run(
+            [*ctr, "images", "import", "--no-unpack=false", str(archive)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"ctr images import {archive} failed: {result.stdout.strip()}")
     return ctr_image_digests(ctr)

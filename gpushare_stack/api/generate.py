@@ -28,9 +28,7 @@ import tempfile
 from pathlib import Path
 
 KUBELET_VERSION = "v0.34.4"
-DEFAULT_SOURCE = Path(
-    f"/root/go/pkg/mod/k8s.io/kubelet@{KUBELET_VERSION}/pkg/apis/deviceplugin/v1beta1/api.proto"
-)
+DEFAULT_SOURCE = Path(f"/root/go/pkg/mod/k8s.io/kubelet@{KUBELET_VERSION}/pkg/apis/deviceplugin/v1beta1/api.proto")
 API_DIR = Path(__file__).resolve().parent
 REPO_ROOT = API_DIR.parent.parent
 PROTO_NAME = "api.proto"
@@ -49,11 +47,7 @@ HEADER = (
 
 def _strip_field_options(match: re.Match[str]) -> str:
     """Drop gogoproto entries from one ``[...]`` option list; drop the list if empty."""
-    kept = [
-        part.strip()
-        for part in _GOGO_FIELD_OPTION.sub("", match.group(1)).split(",")
-        if part.strip()
-    ]
+    kept = [part.strip() for part in _GOGO_FIELD_OPTION.sub("", match.group(1)).split(",") if part.strip()]
     return f" [{', '.join(kept)}]" if kept else ""
 
 
@@ -81,13 +75,15 @@ def generate(source: Path, out_dir: Path) -> dict[str, str]:
         (pkg / PROTO_NAME).write_text(render_proto(source))
         # -I at the root makes the generated grpc module import
         # ``from gpushare_stack.api import api_pb2`` instead of a top-level ``api_pb2``.
-        rc = protoc.main([
-            "grpc_tools.protoc",
-            f"-I{root}",
-            f"--python_out={root}",
-            f"--grpc_python_out={root}",
-            str(pkg / PROTO_NAME),
-        ])
+        rc = protoc.main(
+            [
+                "grpc_tools.protoc",
+                f"-I{root}",
+                f"--python_out={root}",
+                f"--grpc_python_out={root}",
+                str(pkg / PROTO_NAME),
+            ]
+        )
         if rc != 0:
             raise RuntimeError(f"protoc failed with exit status {rc} on {source}")
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -102,11 +98,15 @@ def generate(source: Path, out_dir: Path) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--source", type=Path, default=DEFAULT_SOURCE,
+        "--source",
+        type=Path,
+        default=DEFAULT_SOURCE,
         help=f"upstream api.proto of k8s.io/kubelet {KUBELET_VERSION} (default: %(default)s)",
     )
     parser.add_argument(
-        "--out-dir", type=Path, default=API_DIR,
+        "--out-dir",
+        type=Path,
+        default=API_DIR,
         help="where api.proto and the stubs are written (default: %(default)s)",
     )
     args = parser.parse_args(argv)

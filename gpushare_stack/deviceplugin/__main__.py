@@ -18,23 +18,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpushare-device-plugin",
         description="Kubelet device plugin advertising aliyun.com/gpu-mem (one device per GiB per "
-                    "card) and aliyun.com/gpu-count (one per card); Allocate gives a container the "
-                    "cards and per-card limits the gpushare extender chose.",
+        "card) and aliyun.com/gpu-count (one per card); Allocate gives a container the "
+        "cards and per-card limits the gpushare extender chose.",
     )
-    parser.add_argument("--node-name", default=os.environ.get("NODE_NAME"),
-                        help="this node's name (default: env NODE_NAME)")
-    parser.add_argument("--kubelet-socket-dir", default=contract.DEVICE_PLUGIN_DIR,
-                        help="directory of kubelet.sock and the plugin sockets (default: %(default)s)")
-    parser.add_argument("--native-host-dir", default=contract.HOST_NATIVE_DIR,
-                        help="host directory holding the shim, mounted into containers at "
-                             f"{contract.CONTAINER_NATIVE_DIR} (default: %(default)s)")
-    parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
-                        help="how often NVML is polled for cards that disappeared (default: %(default)s)")
-    parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig file; default: the in-cluster service account")
+    parser.add_argument(
+        "--node-name", default=os.environ.get("NODE_NAME"), help="this node's name (default: env NODE_NAME)"
+    )
+    parser.add_argument(
+        "--kubelet-socket-dir",
+        default=contract.DEVICE_PLUGIN_DIR,
+        help="directory of kubelet.sock and the plugin sockets (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--native-host-dir",
+        default=contract.HOST_NATIVE_DIR,
+        help="host directory holding the shim, mounted into containers at "
+        f"{contract.CONTAINER_NATIVE_DIR} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--health-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often NVML is polled for cards that disappeared (default: %(default)s)",
+    )
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file; default: the in-cluster service account")
     parser.add_argument("--fault", choices=faults.DEVICE_PLUGIN_FAULTS, default=None, help=faults.DEVICE_PLUGIN_HELP)
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="(default: %(default)s)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)"
+    )
     return parser
 
 
@@ -49,9 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     faults.warn_fault(logging.getLogger(__name__), "gpushare-device-plugin", args.fault)
     try:
         plugin = DevicePlugin(
-            node=args.node_name, discover=discover, kube=KubeAccess(kubeclient.load(args.kubeconfig)),
-            socket_dir=args.kubelet_socket_dir, native_host_dir=args.native_host_dir,
-            health_interval_s=args.health_interval, fault=args.fault,
+            node=args.node_name,
+            discover=discover,
+            kube=KubeAccess(kubeclient.load(args.kubeconfig)),
+            socket_dir=args.kubelet_socket_dir,
+            native_host_dir=args.native_host_dir,
+            health_interval_s=args.health_interval,
+            fault=args.fault,
         )
     except DiscoveryError as exc:
         print(exc, file=sys.stderr)

@@ -28,8 +28,7 @@ class Device:
 
 
 def mem_devices(cards: list[GpuCard], healthy: dict[str, bool]) -> list[Device]:
-    return [Device(f"{c.uuid}{SEPARATOR}{k}", healthy.get(c.uuid, True))
-            for c in cards for k in range(c.memory_gib)]
+    return [Device(f"{c.uuid}{SEPARATOR}{k}", healthy.get(c.uuid, True)) for c in cards for k in range(c.memory_gib)]
 
 
 def count_devices(cards: list[GpuCard], healthy: dict[str, bool]) -> list[Device]:

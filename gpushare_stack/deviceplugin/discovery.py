@@ -42,12 +42,14 @@ def discover() -> list[GpuCard]:
             name = pynvml.nvmlDeviceGetName(handle)
             uuid = pynvml.nvmlDeviceGetUUID(handle)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            cards.append(GpuCard(
-                index=pynvml.nvmlDeviceGetIndex(handle),
-                uuid=uuid.decode() if isinstance(uuid, bytes) else uuid,
-                name=name.decode() if isinstance(name, bytes) else name,
-                memory_mib=int(memory.total) // MIB,
-            ))
+            cards.append(
+                GpuCard(
+                    index=pynvml.nvmlDeviceGetIndex(handle),
+                    uuid=uuid.decode() if isinstance(uuid, bytes) else uuid,
+                    name=name.decode() if isinstance(name, bytes) else name,
+                    memory_mib=int(memory.total) // MIB,
+                )
+            )
         return cards
     except pynvml.NVMLError as exc:
         raise DiscoveryError(f"gpushare: NVML query failed: {exc}") from None
@@ -60,9 +62,16 @@ def discover() -> list[GpuCard]:
 
 def node_cards_annotation(cards: list[GpuCard], healthy: dict[str, bool]) -> str:
     """Value of the ``gpushare.conformance.io/cards`` node annotation."""
-    return json.dumps([
-        {"index": c.index, "uuid": c.uuid, "memory_mib": c.memory_mib, "memory_gib": c.memory_gib,
-         "healthy": healthy.get(c.uuid, True)}
-        for c in cards
-    ], separators=(",", ":"))
-
+    return json.dumps(
+        [
+            {
+                "index": c.index,
+                "uuid": c.uuid,
+                "memory_mib": c.memory_mib,
+                "memory_gib": c.memory_gib,
+                "healthy": healthy.get(c.uuid, True),
+            }
+            for c in cards
+        ],
+        separators=(",", ":"),
+    )

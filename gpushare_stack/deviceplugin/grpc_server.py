@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Callable, Iterator
 
 import grpc
 
@@ -22,8 +22,9 @@ AllocateFn = Callable[[api_pb2.AllocateRequest, grpc.ServicerContext], api_pb2.A
 class ResourcePlugin(api_pb2_grpc.DevicePluginServicer):
     """Serves one extended resource: its device list (streamed) and its Allocate."""
 
-    def __init__(self, resource: str, socket_name: str, devices: Callable[[], list[Device]],
-                 allocate: AllocateFn) -> None:
+    def __init__(
+        self, resource: str, socket_name: str, devices: Callable[[], list[Device]], allocate: AllocateFn
+    ) -> None:
         self.resource = resource
         self.socket_name = socket_name
         self._devices = devices
@@ -35,8 +36,7 @@ class ResourcePlugin(api_pb2_grpc.DevicePluginServicer):
 
     # ---- v1beta1.DevicePlugin --------------------------------------------
     def GetDevicePluginOptions(self, request, context):  # noqa: N802 (gRPC names)
-        return api_pb2.DevicePluginOptions(pre_start_required=False,
-                                           get_preferred_allocation_available=False)
+        return api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=False)
 
     def ListAndWatch(self, request, context) -> Iterator[api_pb2.ListAndWatchResponse]:  # noqa: N802
         """Send the device list now and again after every health change."""
@@ -48,15 +48,14 @@ class ResourcePlugin(api_pb2_grpc.DevicePluginServicer):
                 if self._stopped:
                     return
                 seen = self._generation
-            yield api_pb2.ListAndWatchResponse(devices=[
-                api_pb2.Device(ID=d.id, health=d.health) for d in self._devices()
-            ])
+            yield api_pb2.ListAndWatchResponse(
+                devices=[api_pb2.Device(ID=d.id, health=d.health) for d in self._devices()]
+            )
 
     def GetPreferredAllocation(self, request, context):  # noqa: N802
         # Not advertised (get_preferred_allocation_available=False): every GiB device of
         # a card is equivalent, the cards are fixed by the extender's annotations.
-        context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                      f"gpushare: {self.resource} has no preferred allocation")
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, f"gpushare: {self.resource} has no preferred allocation")
 
     def Allocate(self, request, context):  # noqa: N802
         return self._allocate(request, context)
@@ -102,8 +101,7 @@ def register(kubelet_socket: str, plugin: ResourcePlugin, timeout_s: float = 10.
                 version=contract.DEVICE_PLUGIN_API_VERSION,
                 endpoint=plugin.socket_name,
                 resource_name=plugin.resource,
-                options=api_pb2.DevicePluginOptions(pre_start_required=False,
-                                                    get_preferred_allocation_available=False),
+                options=api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=False),
             ),
             timeout=timeout_s,
             wait_for_ready=True,

@@ -19,13 +19,17 @@ class KubeAccess:
 
     def pending_pods(self, node: str) -> list[dict[str, Any]]:
         resp = self.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node},status.phase=Pending", _preload_content=False)
+            field_selector=f"spec.nodeName={node},status.phase=Pending", _preload_content=False
+        )
         return json.loads(resp.data).get("items") or []
 
     def mark_assigned(self, namespace: str, name: str) -> None:
-        self.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
-            contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}}},
-            _content_type=MERGE_PATCH)
+        self.core.patch_namespaced_pod(
+            name,
+            namespace,
+            {"metadata": {"annotations": {contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}}},
+            _content_type=MERGE_PATCH,
+        )
 
     def annotate_node(self, node: str, key: str, value: str) -> None:
         self.core.patch_node(node, {"metadata": {"annotations": {key: value}}}, _content_type=MERGE_PATCH)

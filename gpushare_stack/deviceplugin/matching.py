@@ -8,8 +8,9 @@ pod dicts (API JSON), so it is tested without a cluster; ``kube.py`` feeds it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from gpushare_stack import contract
 from gpushare_stack.allocation import AllocationAnnotationError, allocation_from_pod
@@ -29,10 +30,10 @@ class Match:
     uid: str
     container_index: int
     container_name: str
-    cards: tuple[int, ...]          # physical card indices, in container order
-    per_card_gib: int               # this container's share of its first card (ALIYUN_COM_GPU_MEM_CONTAINER)
-    pod_total_gib: int              # the pod's total (ALIYUN_COM_GPU_MEM_POD)
-    pod_done: bool                  # every gpu-mem container of the pod now allocated
+    cards: tuple[int, ...]  # physical card indices, in container order
+    per_card_gib: int  # this container's share of its first card (ALIYUN_COM_GPU_MEM_CONTAINER)
+    pod_total_gib: int  # the pod's total (ALIYUN_COM_GPU_MEM_POD)
+    pod_done: bool  # every gpu-mem container of the pod now allocated
     shares_gib: tuple[int, ...] = ()  # this container's GiB on each of ``cards``, same order
 
 
@@ -55,18 +56,19 @@ def _container_cards(pod: Mapping[str, Any], index: int, gib: int) -> tuple[tupl
     if contract.ANN_ACK_ALLOCATION in ann:
         cards = alloc.containers.get(index)
         if not cards:
-            raise AllocationAnnotationError(
-                f"{contract.ANN_ACK_ALLOCATION} has no entry for container {index}")
+            raise AllocationAnnotationError(f"{contract.ANN_ACK_ALLOCATION} has no entry for container {index}")
         if sum(cards.values()) != gib or min(cards.values()) < 0:
             raise AllocationAnnotationError(
                 f"{contract.ANN_ACK_ALLOCATION} gives container {index} {dict(cards)}, "
-                f"which does not add up to its {contract.RESOURCE_MEM}={gib}")
+                f"which does not add up to its {contract.RESOURCE_MEM}={gib}"
+            )
         order = tuple(sorted(cards))
         return order, tuple(cards[i] for i in order)
     cards = alloc.cards
     if gib % len(cards):
         raise AllocationAnnotationError(
-            f"{contract.RESOURCE_MEM}={gib} does not split over {contract.ANN_IDX}={','.join(map(str, cards))}")
+            f"{contract.RESOURCE_MEM}={gib} does not split over {contract.ANN_IDX}={','.join(map(str, cards))}"
+        )
     return cards, (gib // len(cards),) * len(cards)
 
 
@@ -108,7 +110,7 @@ def match_allocation(
                 candidates.append((assume, meta.get("namespace", ""), meta.get("name", ""), pod, index, wanted))
             break  # the kubelet allocates containers in order: only the next one can match
     candidates.sort(key=lambda c: (c[0], c[1], c[2]))
-    for assume, namespace, name, pod, index, wanted in candidates:
+    for _assume, namespace, name, pod, index, wanted in candidates:
         container = wanted[[i for i, _ in wanted].index(index)][1]
         try:
             cards, shares = _container_cards(pod, index, requested_gib)
@@ -119,9 +121,16 @@ def match_allocation(
         uid = str(pod["metadata"].get("uid", ""))
         done = set(progress.get(uid, set())) | {index}
         return Match(
-            namespace=namespace, name=name, uid=uid, container_index=index,
-            container_name=str(container.get("name", "")), cards=cards, per_card_gib=shares[0],
-            pod_total_gib=total, pod_done=all(i in done for i, _ in wanted), shares_gib=shares,
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            container_index=index,
+            container_name=str(container.get("name", "")),
+            cards=cards,
+            per_card_gib=shares[0],
+            pod_total_gib=total,
+            pod_done=all(i in done for i, _ in wanted),
+            shares_gib=shares,
         )
     detail = f"; skipped: {'; '.join(skipped)}" if skipped else ""
     raise AllocationMatchError(

@@ -73,10 +73,15 @@ class DevicePlugin:
         self._progress: dict[str, set[int]] = {}
         self._stop = threading.Event()
         self.registrations = 0
-        self.mem = ResourcePlugin(contract.RESOURCE_MEM, MEM_SOCKET,
-                                  lambda: devices.mem_devices(self.cards, self.healthy), self.allocate_mem)
-        self.count = ResourcePlugin(contract.RESOURCE_COUNT, COUNT_SOCKET,
-                                    lambda: devices.count_devices(self.cards, self.healthy), self.allocate_count)
+        self.mem = ResourcePlugin(
+            contract.RESOURCE_MEM, MEM_SOCKET, lambda: devices.mem_devices(self.cards, self.healthy), self.allocate_mem
+        )
+        self.count = ResourcePlugin(
+            contract.RESOURCE_COUNT,
+            COUNT_SOCKET,
+            lambda: devices.count_devices(self.cards, self.healthy),
+            self.allocate_count,
+        )
 
     # ---- health -------------------------------------------------------------
     def poll_health(self) -> bool:
@@ -103,8 +108,9 @@ class DevicePlugin:
         if self.kube is None:
             return
         try:
-            self.kube.annotate_node(self.node, contract.NODE_CARDS_ANNOTATION,
-                                    node_cards_annotation(self.cards, self.healthy))
+            self.kube.annotate_node(
+                self.node, contract.NODE_CARDS_ANNOTATION, node_cards_annotation(self.cards, self.healthy)
+            )
         except Exception as exc:  # the next change retries; Allocate does not depend on it
             log.error("cannot annotate node %s: %s", self.node, exc)
 
@@ -117,15 +123,20 @@ class DevicePlugin:
             except ValueError as exc:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             if uuid not in known:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"gpushare: device ID {device_id!r} names no card of node {self.node}")
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"gpushare: device ID {device_id!r} names no card of node {self.node}",
+                )
 
     def allocation_environment(self, match: Match) -> tuple[dict[str, str], list[HostMount]]:
         """Env and mounts for the matched container: its cards and per-card limits."""
         card = next(c for c in self.cards if c.index == match.cards[0])
         env, mounts = container_environment(
-            match.cards, match.shares_gib or match.per_card_gib, match.pod_total_gib,
-            card_gib=card.memory_gib, native_host_dir=self.native_host_dir,
+            match.cards,
+            match.shares_gib or match.per_card_gib,
+            match.pod_total_gib,
+            card_gib=card.memory_gib,
+            native_host_dir=self.native_host_dir,
         )
         if self.fault == faults.NO_ISOLATION:
             env = faults.without_isolation(env)
@@ -139,8 +150,10 @@ class DevicePlugin:
             ids = list(creq.devices_ids)
             self._check_ids(ids, context, devices.card_uuid)
             if self.kube is None:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                              "gpushare: the device plugin has no API client, so it cannot find the pod")
+                context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "gpushare: the device plugin has no API client, so it cannot find the pod",
+                )
             try:
                 with self._alloc_lock:
                     match = match_allocation(self.kube.pending_pods(self.node), self.node, len(ids), self._progress)
@@ -149,7 +162,8 @@ class DevicePlugin:
                     if missing:
                         raise AllocationMatchError(
                             f"gpushare: pod {match.namespace}/{match.name} was given cards {missing} "
-                            f"that node {self.node} does not have")
+                            f"that node {self.node} does not have"
+                        )
                     if match.pod_done:
                         self.kube.mark_assigned(match.namespace, match.name)
                         self._progress.pop(match.uid, None)
@@ -162,21 +176,34 @@ class DevicePlugin:
                 log.error("Allocate: %s", exc)
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"gpushare: Allocate failed: {exc}")
             env, mounts = self.allocation_environment(match)
-            log.info("Allocate %s/%s container %s: cards %s, GiB per card %s", match.namespace, match.name,
-                     match.container_name, match.cards, list(match.shares_gib or (match.per_card_gib,)))
-            responses.append(api_pb2.ContainerAllocateResponse(
-                envs=env,
-                mounts=[api_pb2.Mount(container_path=m.container_path, host_path=m.host_path,
-                                      read_only=m.read_only) for m in mounts],
-            ))
+            log.info(
+                "Allocate %s/%s container %s: cards %s, GiB per card %s",
+                match.namespace,
+                match.name,
+                match.container_name,
+                match.cards,
+                list(match.shares_gib or (match.per_card_gib,)),
+            )
+            responses.append(
+                api_pb2.ContainerAllocateResponse(
+                    envs=env,
+                    mounts=[
+                        api_pb2.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
+                        for m in mounts
+                    ],
+                )
+            )
         return api_pb2.AllocateResponse(container_responses=responses)
 
-    def allocate_count(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
+    def allocate_count(
+        self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext
+    ) -> api_pb2.AllocateResponse:
         """gpu-count devices carry nothing: env and mounts come with the gpu-mem Allocate."""
         for creq in request.container_requests:
             self._check_ids(list(creq.devices_ids), context, lambda i: i)
         return api_pb2.AllocateResponse(
-            container_responses=[api_pb2.ContainerAllocateResponse() for _ in request.container_requests])
+            container_responses=[api_pb2.ContainerAllocateResponse() for _ in request.container_requests]
+        )
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:

@@ -654,6 +654,7 @@ static struct {
 } g_fast;
 
 static __attribute__((noinline)) void fast_path_setup(void) {
+    if (UNLIKELY(g_usage_leak_frees)) return; /* fault leak-frees: every free goes through usage_release */
     int card = __atomic_load_n(&g_only_card, __ATOMIC_RELAXED);
     usage_slot_t *me = g_usage_me;
     if (card < 0 || !me || !g_limit[card] || !g_real_cuda[H_cuMemAlloc_v2] || !g_real_cuda[H_cuMemFree_v2]) return;

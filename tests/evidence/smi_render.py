@@ -97,7 +97,9 @@ def render_table(layout: Layout, cards: list[Card], driver: str, cuda: str, with
             (" Fan  Temp  Perf  Pwr:Usage/Cap", "         Memory-Usage ", " GPU-Util  Compute M. "),
         ]
     else:
-        persistence = " GPU  Name                  Persistence-M" if layout.glued else " GPU  Name                 Persistence-M "
+        persistence = (
+            " GPU  Name                  Persistence-M" if layout.glued else " GPU  Name                 Persistence-M "
+        )
         titles = [
             (persistence, " Bus-Id        Disp.A ".rjust(w2), " Volatile Uncorr. ECC "),
             (" Fan  Temp   Perf          Pwr:Usage/Cap ", "Memory-Usage ".rjust(w2), " GPU-Util  Compute M. "),
@@ -114,7 +116,11 @@ def render_table(layout: Layout, cards: list[Card], driver: str, cuda: str, with
             pwr = f"{'61W':>4} / {'300W':>4}"
             c4 = f" {'N/A':>3}  {'38C':>4}  {'P0':>4}  {pwr:>12} "
         else:
-            c1 = f"{card.index:>4}  {name:<32}{card.persistence:>3}" if layout.glued else f"{card.index:>4}  {name:<27}{'':4}{card.persistence:<4}"
+            c1 = (
+                f"{card.index:>4}  {name:<32}{card.persistence:>3}"
+                if layout.glued
+                else f"{card.index:>4}  {name:<27}{'':4}{card.persistence:<4}"
+            )
             pwr = f"{'61W':>5} / {'300W':>5}"
             c4 = f" {'N/A':>3}  {'38C':>4}   {'P0':>4}  {pwr:>21} "
         bus = f" {card.bus:<16} {'Off':>3} " if w2 == 22 else f"   {card.bus:<16} {'Off':>3} "
@@ -132,8 +138,12 @@ def render_table(layout: Layout, cards: list[Card], driver: str, cuda: str, with
         lines.append(" " * layout.width)
         mw = (18, layout.width - 5 - 18 - 11 - 23, 11, 23)
         lines += ["+" + "-" * inner + "+", "|" + " MIG devices:".ljust(inner) + "|", _rule(mw)]
-        lines.append(_row([" GPU  GI  CI  MIG ", "Memory-Usage ".rjust(mw[1]), "        Vol", "         Shared        "], mw))
-        lines.append(_row(["      ID  ID  Dev ", "BAR1-Usage ".rjust(mw[1]), " SM     Unc", " CE  ENC  DEC  OFA  JPG"], mw))
+        lines.append(
+            _row([" GPU  GI  CI  MIG ", "Memory-Usage ".rjust(mw[1]), "        Vol", "         Shared        "], mw)
+        )
+        lines.append(
+            _row(["      ID  ID  Dev ", "BAR1-Usage ".rjust(mw[1]), " SM     Unc", " CE  ENC  DEC  OFA  JPG"], mw)
+        )
         lines.append(_row([" " * 18, " " * mw[1], "        ECC", " " * 23], mw))
         lines.append(_rule(mw, "|", "="))
         if not migs:

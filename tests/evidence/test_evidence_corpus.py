@@ -39,12 +39,28 @@ def test_tf_log_sample_matches_expected_json(path: Path) -> None:
 
 # sample -> (driver, cuda, [(index, name, used, total)]) read off the files by eye
 SMI_FACTS = {
-    "seed_470_v100_share.txt": ("470.161.03", "11.4", [(0, "Tesla V100-SXM2...", 569, 4309), (1, "Tesla V100-SXM2...", 381, 4309)]),
-    "table_470_web_collapsed.txt": ("470.161.03", "11.4", [(0, "Tesla V100-SXM2...", 569, 4309), (1, "Tesla V100-SXM2...", 381, 4309)]),
+    "seed_470_v100_share.txt": (
+        "470.161.03",
+        "11.4",
+        [(0, "Tesla V100-SXM2...", 569, 4309), (1, "Tesla V100-SXM2...", 381, 4309)],
+    ),
+    "table_470_web_collapsed.txt": (
+        "470.161.03",
+        "11.4",
+        [(0, "Tesla V100-SXM2...", 569, 4309), (1, "Tesla V100-SXM2...", 381, 4309)],
+    ),
     "table_396_k80_no_cuda_version.txt": ("396.44", None, [(0, "Tesla K80", 0, 11441)]),
     "table_418_t4.txt": ("418.87.01", "10.1", [(0, "Tesla T4", 0, 15079)]),
-    "table_440_v100x4_processes.txt": ("440.118.02", "10.2", [(i, "Tesla V100-SXM2...", u, 16160) for i, u in enumerate([15727, 15727, 11, 11])]),
-    "table_450_a100_mig_disabled.txt": ("450.80.02", "11.0", [(0, "A100-SXM4-40GB", 4, 40537), (1, "A100-SXM4-40GB", 2913, 40537)]),
+    "table_440_v100x4_processes.txt": (
+        "440.118.02",
+        "10.2",
+        [(i, "Tesla V100-SXM2...", u, 16160) for i, u in enumerate([15727, 15727, 11, 11])],
+    ),
+    "table_450_a100_mig_disabled.txt": (
+        "450.80.02",
+        "11.0",
+        [(0, "A100-SXM4-40GB", 4, 40537), (1, "A100-SXM4-40GB", 2913, 40537)],
+    ),
     "table_470_a100_mig_enabled.txt": ("470.57.02", "11.4", [(0, "NVIDIA A100-SXM...", 13, 40536)]),
     "table_510_a10_pod_share.txt": ("510.47.03", "11.6", [(0, "NVIDIA A10", 0, 6144)]),
     "table_530_rtx3090_glued.txt": ("530.30.02", "12.1", [(0, "NVIDIA GeForce RTX 3090", 540, 24576)]),
@@ -56,19 +72,51 @@ SMI_FACTS = {
     "table_550_wrapped_80.txt": ("550.54.15", "12.4", [(0, "NVIDIA A100-SXM4-40GB", 1, 40960)]),
     "table_575_l4x2_share.txt": ("575.57.08", "12.9", [(0, "NVIDIA L4", 3012, 8192), (1, "NVIDIA L4", 3010, 8192)]),
     "table_580_h200_mig_na.txt": ("580.65.06", "13.0", [(0, "NVIDIA H200", None, None), (1, "NVIDIA H200", 0, 143771)]),
-    "table_610_kmd_version.txt": ("610.19", "13.2", [(0, "NVIDIA RTX PRO 6000 Blac...", 4096, 24576), (1, "NVIDIA RTX PRO 6000 Blac...", 0, 24576)]),
-    "csv_header_units.txt": (None, None, [(0, "Tesla V100-SXM2-16GB", 569, 4309), (1, "Tesla V100-SXM2-16GB", 381, 4309)]),
-    "csv_header_nounits.txt": ("535.104.05", None, [(0, "NVIDIA A100-SXM4-40GB", 4, 40960), (1, "NVIDIA A100-SXM4-40GB", 2913, 40960)]),
+    "table_610_kmd_version.txt": (
+        "610.19",
+        "13.2",
+        [(0, "NVIDIA RTX PRO 6000 Blac...", 4096, 24576), (1, "NVIDIA RTX PRO 6000 Blac...", 0, 24576)],
+    ),
+    "csv_header_units.txt": (
+        None,
+        None,
+        [(0, "Tesla V100-SXM2-16GB", 569, 4309), (1, "Tesla V100-SXM2-16GB", 381, 4309)],
+    ),
+    "csv_header_nounits.txt": (
+        "535.104.05",
+        None,
+        [(0, "NVIDIA A100-SXM4-40GB", 4, 40960), (1, "NVIDIA A100-SXM4-40GB", 2913, 40960)],
+    ),
     "csv_noheader_canonical.txt": (None, None, [(0, "Tesla T4", 2, 15360), (1, "Tesla T4", 2, 15360)]),
     "csv_noheader_nounits_fields.txt": (None, None, [(0, "NVIDIA L4", 3012, 8192), (1, "NVIDIA L4", 3010, 8192)]),
     "csv_placeholders_mig.txt": (None, None, [(0, "NVIDIA H200", None, None), (1, "NVIDIA H200", 0, 143771)]),
-    "csv_wide_150_h100_share.txt": ("580.65.06", None, [(0, "NVIDIA H100 80GB HBM3", 4, 40960), (1, "NVIDIA H100 80GB HBM3", 32771, 40960)]),
-    "csv_noheader_wide_181.txt": ("580.65.06", None, [(0, "NVIDIA H100 80GB HBM3", 4, 40960), (1, "NVIDIA H100 80GB HBM3", None, 40960)]),
-    "csv_camelcase_no_index.txt": (None, None, [(0, "Tesla T4", 3012, 7680), (1, "Tesla T4", 5, 7680), (2, "Tesla T4", None, 7680)]),
+    "csv_wide_150_h100_share.txt": (
+        "580.65.06",
+        None,
+        [(0, "NVIDIA H100 80GB HBM3", 4, 40960), (1, "NVIDIA H100 80GB HBM3", 32771, 40960)],
+    ),
+    "csv_noheader_wide_181.txt": (
+        "580.65.06",
+        None,
+        [(0, "NVIDIA H100 80GB HBM3", 4, 40960), (1, "NVIDIA H100 80GB HBM3", None, 40960)],
+    ),
+    "csv_camelcase_no_index.txt": (
+        None,
+        None,
+        [(0, "Tesla T4", 3012, 7680), (1, "Tesla T4", 5, 7680), (2, "Tesla T4", None, 7680)],
+    ),
     "list_t4x2.txt": (None, None, [(0, "Tesla T4", None, None), (1, "Tesla T4", None, None)]),
-    "list_a100_mig.txt": (None, None, [(0, "NVIDIA A100-SXM4-40GB", None, None), (1, "NVIDIA A100-SXM4-40GB", None, None)]),
+    "list_a100_mig.txt": (
+        None,
+        None,
+        [(0, "NVIDIA A100-SXM4-40GB", None, None), (1, "NVIDIA A100-SXM4-40GB", None, None)],
+    ),
     "list_mig_old_uuid.txt": (None, None, [(0, "A100-SXM4-40GB", None, None)]),
-    "xml_v100x2_share.xml": ("470.161.03", "11.4", [(0, "Tesla V100-SXM2-16GB", 569, 4309), (1, "Tesla V100-SXM2-16GB", 381, 4309)]),
+    "xml_v100x2_share.xml": (
+        "470.161.03",
+        "11.4",
+        [(0, "Tesla V100-SXM2-16GB", 569, 4309), (1, "Tesla V100-SXM2-16GB", 381, 4309)],
+    ),
     "xml_a100_mig.xml": ("535.104.05", "12.2", [(0, "NVIDIA A100-SXM4-40GB", 12, 40960)]),
     "no_devices.txt": (None, None, []),
 }
@@ -89,7 +137,10 @@ def test_nvidia_smi_sample_facts(name: str) -> None:
 def test_mig_devices_are_attached_to_their_card() -> None:
     report = _smi(SAMPLES / "nvidia-smi" / "table_470_a100_mig_enabled.txt")
     migs = report.gpus[0].mig_devices
-    assert [(m.gpu_instance_id, m.compute_instance_id, m.device_index, m.memory_total_mib) for m in migs] == [(1, 0, 0, 20096), (5, 0, 1, 9984)]
+    assert [(m.gpu_instance_id, m.compute_instance_id, m.device_index, m.memory_total_mib) for m in migs] == [
+        (1, 0, 0, 20096),
+        (5, 0, 1, 9984),
+    ]
     h200 = _smi(SAMPLES / "nvidia-smi" / "table_580_h200_mig_na.txt")
     assert h200.gpus[0].mig_mode == "Enabled" and h200.gpus[0].mig_devices[0].memory_total_mib == 71040
     assert h200.gpus[1].mig_devices == []
@@ -124,15 +175,30 @@ TF_FACTS = {
         (0, round(15.78 * 2**30), None, 14760, "Tesla V100-SXM2-16GB"),
         (1, round(15.78 * 2**30), None, 14760, "Tesla V100-SXM2-16GB"),
     ],
-    "tf_2.11_created_device.log": [(0, None, None, 3686, "Tesla V100-SXM2-16GB"), (1, None, None, 3686, "Tesla V100-SXM2-16GB")],
+    "tf_2.11_created_device.log": [
+        (0, None, None, 3686, "Tesla V100-SXM2-16GB"),
+        (1, None, None, 3686, "Tesla V100-SXM2-16GB"),
+    ],
     "tf_2.16_absl_interleaved.log": [(0, None, None, 21986, "NVIDIA GeForce RTX 3090")],
-    "torch_probe.log": [(0, 4309 << 20, 4099932160, None, "Tesla V100-SXM2-16GB"), (1, 4309 << 20, 4299161600, None, "Tesla V100-SXM2-16GB")],
-    "torch_bare_props.log": [(0, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB"), (1, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB")],
+    "torch_probe.log": [
+        (0, 4309 << 20, 4099932160, None, "Tesla V100-SXM2-16GB"),
+        (1, 4309 << 20, 4299161600, None, "Tesla V100-SXM2-16GB"),
+    ],
+    "torch_bare_props.log": [
+        (0, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB"),
+        (1, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB"),
+    ],
     "torch_oom_1.1_cached.log": [(0, round(11.17 * 2**30), None, None, None)],
     "torch_oom_1.13_share_fraction.log": [(0, round(4.21 * 2**30), None, None, None)],
-    "torch_oom_2.1_capacty_ddp.log": [(0, round(4.21 * 2**30), None, None, None), (1, round(4.21 * 2**30), None, None, None)],
+    "torch_oom_2.1_capacty_ddp.log": [
+        (0, round(4.21 * 2**30), None, None, None),
+        (1, round(4.21 * 2**30), None, None, None),
+    ],
     # mem_get_info (exact) comes first for GPU 0, the properties repr for GPU 1; the OOMs agree
-    "torch_oom_2.5_mixed_wrapped.log": [(0, 4309 << 20, 4286578688, None, "Tesla V100-SXM2-16GB"), (1, 4309 << 20, None, None, "Tesla V100-SXM2-16GB")],
+    "torch_oom_2.5_mixed_wrapped.log": [
+        (0, 4309 << 20, 4286578688, None, "Tesla V100-SXM2-16GB"),
+        (1, 4309 << 20, None, None, "Tesla V100-SXM2-16GB"),
+    ],
 }
 
 # sample -> which line form gave each device's total, by index

@@ -24,7 +24,9 @@ def _raises(func, text: str, *fragments: str, line_number: int | None = None) ->
     return info.value
 
 
-@pytest.mark.parametrize("text", ["", "   \n\n", "hello world\n", "Accuracy at step 10: 0.72\n", "Hello, world\nfoo, bar\n"])
+@pytest.mark.parametrize(
+    "text", ["", "   \n\n", "hello world\n", "Accuracy at step 10: 0.72\n", "Hello, world\nfoo, bar\n"]
+)
 def test_not_nvidia_smi_output(text: str) -> None:
     _raises(parse_nvidia_smi, text, "expected nvidia-smi output")
 
@@ -66,12 +68,21 @@ def test_two_captures_in_one_input() -> None:
 
 
 def test_mig_device_on_an_unlisted_card() -> None:
-    text = (SAMPLES / "nvidia-smi" / "table_470_a100_mig_enabled.txt").read_text().replace("|  0    5   0   1  |", "|  3    5   0   1  |")
+    text = (
+        (SAMPLES / "nvidia-smi" / "table_470_a100_mig_enabled.txt")
+        .read_text()
+        .replace("|  0    5   0   1  |", "|  3    5   0   1  |")
+    )
     _raises(parse_nvidia_smi, text, "MIG device on GPU 3")
 
 
 def test_csv_errors() -> None:
-    _raises(parse_nvidia_smi, "index, name, memory.total [MiB]\n0, Tesla T4, 15360 MiB, extra\n", "expected 3 values", line_number=2)
+    _raises(
+        parse_nvidia_smi,
+        "index, name, memory.total [MiB]\n0, Tesla T4, 15360 MiB, extra\n",
+        "expected 3 values",
+        line_number=2,
+    )
     _raises(parse_nvidia_smi, "index, memory.total [MiB]\n0, lots\n", "memory.total must be", line_number=2)
     _raises(parse_nvidia_smi, "index, memory.total [MiB]\n", "header but no GPU rows")
     _raises(parse_nvidia_smi, "0, Tesla T4, 15360\n1, Tesla T4, 15360\n", "without a header", "--fields", line_number=1)
@@ -87,9 +98,20 @@ def test_list_errors() -> None:
 def test_xml_errors() -> None:
     good = (SAMPLES / "nvidia-smi" / "xml_v100x2_share.xml").read_text()
     _raises(parse_nvidia_smi, good.split("</nvidia_smi_log>")[0], "no closing")
-    _raises(parse_nvidia_smi, good.replace("<total>4309 MiB</total>", "<total>4309 MiB</totl>", 1), "not well-formed", line_number=27)
-    _raises(parse_nvidia_smi, good.replace("<attached_gpus>2</attached_gpus>", "<attached_gpus>3</attached_gpus>"), "attached_gpus")
-    _raises(parse_nvidia_smi, good.replace("<total>4309 MiB</total>", "<total>lots</total>", 1), "fb_memory_usage/total")
+    _raises(
+        parse_nvidia_smi,
+        good.replace("<total>4309 MiB</total>", "<total>4309 MiB</totl>", 1),
+        "not well-formed",
+        line_number=27,
+    )
+    _raises(
+        parse_nvidia_smi,
+        good.replace("<attached_gpus>2</attached_gpus>", "<attached_gpus>3</attached_gpus>"),
+        "attached_gpus",
+    )
+    _raises(
+        parse_nvidia_smi, good.replace("<total>4309 MiB</total>", "<total>lots</total>", 1), "fb_memory_usage/total"
+    )
 
 
 def test_tf_log_without_devices() -> None:
@@ -121,7 +143,11 @@ OOM_OLD = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU {i
 
 
 def test_oom_messages_for_one_gpu_must_agree() -> None:
-    text = OOM_21.format(i=0, total="6.00 GiB") + OOM_OLD.format(i=1, total="6.00 GiB") + OOM_21.format(i=0, total="5.99 GiB")
+    text = (
+        OOM_21.format(i=0, total="6.00 GiB")
+        + OOM_OLD.format(i=1, total="6.00 GiB")
+        + OOM_21.format(i=0, total="5.99 GiB")
+    )
     error = _raises(parse_tf_log, text, "GPU 0 total 5.99 GiB", "disagrees with 6.00 GiB", "on line 1", line_number=3)
     assert "out-of-memory" in str(error)
     # the same total printed again, or on another GPU, is fine
@@ -131,22 +157,46 @@ def test_oom_messages_for_one_gpu_must_agree() -> None:
 
 def test_oom_total_must_agree_with_earlier_forms() -> None:
     meminfo = "torch.cuda.mem_get_info(0): (100, 4518313984)\n"
-    _raises(parse_tf_log, meminfo + OOM_21.format(i=0, total="4.22 GiB"), "disagrees with 4518313984 bytes", "mem_get_info", line_number=2)
+    _raises(
+        parse_tf_log,
+        meminfo + OOM_21.format(i=0, total="4.22 GiB"),
+        "disagrees with 4518313984 bytes",
+        "mem_get_info",
+        line_number=2,
+    )
     assert parse_tf_log(meminfo + OOM_21.format(i=0, total="4.21 GiB")).devices[0].total_memory_bytes == 4518313984
     found = (
         "2019-03-11 09:14:27.301: I gpu_device.cc:1433] Found device 0 with properties: \n"
         "name: Tesla V100-SXM2-16GB major: 7 minor: 0 memoryClockRate(GHz): 1.53\npciBusID: 0000:00:07.0\n"
         "totalMemory: 4.21GiB freeMemory: 3.91GiB\n"
     )
-    _raises(parse_tf_log, found + OOM_OLD.format(i=0, total="15.75 GiB"), "disagrees with 4.21GiB", "totalMemory", line_number=5)
+    _raises(
+        parse_tf_log,
+        found + OOM_OLD.format(i=0, total="15.75 GiB"),
+        "disagrees with 4.21GiB",
+        "totalMemory",
+        line_number=5,
+    )
     props = "get_device_properties(0): _CudaDeviceProperties(name='T4', major=7, minor=5, total_memory=4309MB, multi_processor_count=40)\n"
-    _raises(parse_tf_log, props + "torch.cuda.mem_get_info(0): (1, 4519362560)\n", "disagrees with 4309MB", line_number=2)
-    assert parse_tf_log(props + "torch.cuda.mem_get_info(0): (1, 4519362559)\n").devices[0].total_memory_source == "torch-device-properties"
+    _raises(
+        parse_tf_log, props + "torch.cuda.mem_get_info(0): (1, 4519362560)\n", "disagrees with 4309MB", line_number=2
+    )
+    assert (
+        parse_tf_log(props + "torch.cuda.mem_get_info(0): (1, 4519362559)\n").devices[0].total_memory_source
+        == "torch-device-properties"
+    )
 
 
 def test_oom_message_that_reads_as_neither_form() -> None:
     cut = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 1024.00 MB total capacity; 1000.00 MiB already\n"
-    _raises(parse_tf_log, "step 1\n" + cut, "reads as neither", "(GPU <i>; <size> total capacity;", "has a total capacity of", line_number=2)
+    _raises(
+        parse_tf_log,
+        "step 1\n" + cut,
+        "reads as neither",
+        "(GPU <i>; <size> total capacity;",
+        "has a total capacity of",
+        line_number=2,
+    )
     _raises(parse_tf_log, OOM_21.format(i="x", total="6.00 GiB"), "reads as neither", line_number=1)
 
 
@@ -159,11 +209,28 @@ def test_wide_csv_errors_name_the_column_and_line() -> None:
     fields = ["timestamp", *(f"clocks_event_reasons.reason{n}" for n in range(150)), "memory.total [MiB]", "index"]
     header = ", ".join(fields)
     row = ", ".join(["2026/12/03 09:41:12.345", *(["Not Active"] * 150), "40960 MiB", "0"])
-    error = _raises(parse_nvidia_smi, f"{header}\n{row}, extra\n", "expected 153 values", "(timestamp, ", "more), index), got 154", line_number=2)
+    error = _raises(
+        parse_nvidia_smi,
+        f"{header}\n{row}, extra\n",
+        "expected 153 values",
+        "(timestamp, ",
+        "more), index), got 154",
+        line_number=2,
+    )
     assert len(str(error)) < 400
     _raises(parse_nvidia_smi, f"{header}\n{row.replace('40960 MiB', '40 GB')}\n", "memory.total must be", line_number=2)
-    _raises(parse_nvidia_smi, "index, name, memory.total [MiB], power draw\n0, T4, 15360 MiB, 70 W\n", "column 4 ('power draw') is not a field name", line_number=1)
-    _raises(parse_nvidia_smi, "index, name, gpu_name, memory.total\n0, T4, A10, 15360\n", "columns 'name' and 'gpu_name'", line_number=2)
+    _raises(
+        parse_nvidia_smi,
+        "index, name, memory.total [MiB], power draw\n0, T4, 15360 MiB, 70 W\n",
+        "column 4 ('power draw') is not a field name",
+        line_number=1,
+    )
+    _raises(
+        parse_nvidia_smi,
+        "index, name, gpu_name, memory.total\n0, T4, A10, 15360\n",
+        "columns 'name' and 'gpu_name'",
+        line_number=2,
+    )
     assert parse_nvidia_smi("index, name, gpu_name, memory.total\n0, T4, T4, 15360\n").gpus[0].name == "T4"
     with pytest.raises(EvidenceParseError, match="not a --query-gpu field name"):
         parse_nvidia_smi("0, T4\n", csv_fields=["index", "power draw"])

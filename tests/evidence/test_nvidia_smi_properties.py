@@ -17,7 +17,16 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 _NAME_CHARS = st.sampled_from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-. ")
 names = st.one_of(
-    st.sampled_from(["Tesla V100-SXM2-16GB", "Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 3060 Laptop GPU", "NVIDIA H200", "A10"]),
+    st.sampled_from(
+        [
+            "Tesla V100-SXM2-16GB",
+            "Tesla T4",
+            "NVIDIA A100-SXM4-80GB",
+            "NVIDIA GeForce RTX 3060 Laptop GPU",
+            "NVIDIA H200",
+            "A10",
+        ]
+    ),
     st.text(_NAME_CHARS, min_size=1, max_size=40).map(lambda s: " ".join(s.split())).filter(bool),
 ).filter(lambda name: name not in ("N/A", "Not Supported"))  # placeholders, not names
 versions = st.from_regex(r"\A[1-9][0-9]{2}\.[0-9]{2,3}(\.[0-9]{2})?\Z")
@@ -35,7 +44,15 @@ def cards(draw, max_total: int, mig: bool):
         if mode == "Enabled":
             for dev in range(draw(st.integers(0, 3))):
                 mig_total = draw(st.integers(1, 99999))
-                migs.append(Mig(gi=draw(st.integers(0, 14)), ci=draw(st.integers(0, 7)), dev=dev, used=draw(st.integers(0, mig_total)), total=mig_total))
+                migs.append(
+                    Mig(
+                        gi=draw(st.integers(0, 14)),
+                        ci=draw(st.integers(0, 7)),
+                        dev=dev,
+                        used=draw(st.integers(0, mig_total)),
+                        total=mig_total,
+                    )
+                )
         out.append(
             Card(
                 index=index,
@@ -84,14 +101,21 @@ def _observed(report, squash: bool):
             g.memory_used_mib,
             g.memory_total_mib,
             g.mig_mode,
-            [(m.gpu_instance_id, m.compute_instance_id, m.device_index, m.memory_used_mib, m.memory_total_mib) for m in g.mig_devices],
+            [
+                (m.gpu_instance_id, m.compute_instance_id, m.device_index, m.memory_used_mib, m.memory_total_mib)
+                for m in g.mig_devices
+            ],
         )
         for g in report.gpus
     ]
 
 
 @SETTINGS
-@given(table_cases(), st.sampled_from(["as-is", "indented", "collapsed", "collapsed+indented", "wrapped-80"]), st.booleans())
+@given(
+    table_cases(),
+    st.sampled_from(["as-is", "indented", "collapsed", "collapsed+indented", "wrapped-80"]),
+    st.booleans(),
+)
 def test_table_round_trip(case, copy_style, with_processes):
     layout, cards_, driver, cuda = case
     text = render_table(layout, cards_, driver, cuda, with_processes=with_processes)
@@ -165,7 +189,16 @@ def test_csv_round_trip(case):
 
 
 @SETTINGS
-@given(st.lists(st.tuples(names, st.uuids(), st.lists(st.sampled_from(["1g.5gb", "2g.10gb", "3g.20gb", "7g.80gb"]), max_size=3)), min_size=1, max_size=8), st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            names, st.uuids(), st.lists(st.sampled_from(["1g.5gb", "2g.10gb", "3g.20gb", "7g.80gb"]), max_size=3)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.booleans(),
+)
 def test_list_round_trip(gpus, indented):
     lines = []
     for index, (name, uuid, profiles) in enumerate(gpus):
@@ -199,7 +232,9 @@ def test_xml_round_trip(gpus, driver):
         ET.SubElement(fb, "used").text = f"{used} MiB"
         ET.SubElement(fb, "free").text = f"{total - used} MiB"
         expected.append((index, name, used, total))
-    text = '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n' + ET.tostring(root, encoding="unicode")
+    text = '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n' + ET.tostring(
+        root, encoding="unicode"
+    )
     report = parse_nvidia_smi(text)
     assert report.format == "xml" and report.driver_version == driver
     assert [(g.index, g.name, g.memory_used_mib, g.memory_total_mib) for g in report.gpus] == expected
@@ -217,14 +252,42 @@ ALL_PLACEHOLDERS = [
     "[Requested functionality has been deprecated]",
     "[GPU is lost]",
 ]
-_CORE_OF = {"index": "index", "name": "name", "gpu_name": "name", "uuid": "uuid", "gpu_uuid": "uuid",
-            "pci.bus_id": "pci.bus_id", "gpu_bus_id": "pci.bus_id", "memory.total": "memory.total",
-            "memory.used": "memory.used", "memory.free": "memory.free", "driver_version": "driver_version",
-            "mig.mode.current": "mig.mode.current", "fb_memory_usage.total": "memory.total"}
+_CORE_OF = {
+    "index": "index",
+    "name": "name",
+    "gpu_name": "name",
+    "uuid": "uuid",
+    "gpu_uuid": "uuid",
+    "pci.bus_id": "pci.bus_id",
+    "gpu_bus_id": "pci.bus_id",
+    "memory.total": "memory.total",
+    "memory.used": "memory.used",
+    "memory.free": "memory.free",
+    "driver_version": "driver_version",
+    "mig.mode.current": "mig.mode.current",
+    "fb_memory_usage.total": "memory.total",
+}
 # fields a newer driver might add: the parser must not need to know them
-future_fields = st.from_regex(r"\A[a-z]{2,8}(\.[a-z]{2,6}[A-Z][a-z]{1,6}){1,2}\Z").filter(lambda f: f.lower() not in KNOWN_FIELDS_LOWER)
+future_fields = st.from_regex(r"\A[a-z]{2,8}(\.[a-z]{2,6}[A-Z][a-z]{1,6}){1,2}\Z").filter(
+    lambda f: f.lower() not in KNOWN_FIELDS_LOWER
+)
 other_values = st.one_of(
-    st.sampled_from(["Enabled", "Disabled", "Not Active", "Active", "P0", "P8", "Default", "No", "Valid", "None", "0x3", "0x233010DE"]),
+    st.sampled_from(
+        [
+            "Enabled",
+            "Disabled",
+            "Not Active",
+            "Active",
+            "P0",
+            "P8",
+            "Default",
+            "No",
+            "Valid",
+            "None",
+            "0x3",
+            "0x233010DE",
+        ]
+    ),
     st.integers(0, 99999).map(str),
     st.decimals(0, 1000, places=2).map(str),
     st.from_regex(r"\A[0-9]{2}(\.[0-9]{2}){4}\Z"),
@@ -236,7 +299,10 @@ def _unit(field: str) -> str | None:
         return "MiB"
     if field.startswith("utilization.") or field in ("fan.speed", "edpp_multiplier"):
         return "%"
-    if field.startswith(("power.draw", "power.limit", "power.default_limit", "power.min_limit", "power.max_limit")) or field == "enforced.power.limit":
+    if (
+        field.startswith(("power.draw", "power.limit", "power.default_limit", "power.min_limit", "power.max_limit"))
+        or field == "enforced.power.limit"
+    ):
         return "W"
     if field.startswith("clocks.") and not field.startswith("clocks_"):
         return "MHz"
@@ -258,7 +324,9 @@ def wide_csv_cases(draw):
     width = draw(st.integers(2, 200))
     fields = draw(st.lists(st.sampled_from(real), min_size=1, max_size=width, unique=True))
     fields += draw(st.lists(future_fields, max_size=4, unique=True))
-    if not any(_CORE_OF.get(f) in ("index", "name", "uuid", "memory.total", "memory.used", "memory.free") for f in fields):
+    if not any(
+        _CORE_OF.get(f) in ("index", "name", "uuid", "memory.total", "memory.used", "memory.free") for f in fields
+    ):
         fields.append("memory.total")
     fields = draw(st.permutations(fields))
     if "timestamp" in fields and draw(st.booleans()):

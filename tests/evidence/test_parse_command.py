@@ -53,7 +53,9 @@ def test_missing_file_exits_1(tmp_path, capsys) -> None:
     assert "cannot read" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kind,sample", [("nvidia-smi", "nvidia-smi/table_550_a100.txt"), ("tf-log", "tf-log/tf_2.11_created_device.log")])
+@pytest.mark.parametrize(
+    "kind,sample", [("nvidia-smi", "nvidia-smi/table_550_a100.txt"), ("tf-log", "tf-log/tf_2.11_created_device.log")]
+)
 def test_dev_stdin_through_the_console_script(kind: str, sample: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gpushare_conformance", "parse", kind, "/dev/stdin"],

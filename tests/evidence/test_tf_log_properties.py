@@ -22,7 +22,9 @@ NOISE = [
     "2023-06-14 03:24:02.862789: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1120] Device peer to peer matrix",
 ]
 
-device_names = st.sampled_from(["Tesla V100-SXM2-16GB", "Tesla T4", "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 3090", "NVIDIA H200"])
+device_names = st.sampled_from(
+    ["Tesla V100-SXM2-16GB", "Tesla T4", "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 3090", "NVIDIA H200"]
+)
 hundredths = st.integers(1, 20000)  # GiB * 100
 
 
@@ -56,7 +58,9 @@ def logs(draw):
             )
             want["total"] = round(Decimal(total_h) / 100 * GIB)
         if family == "1.5":
-            creations.append(f"{STAMP}Creating TensorFlow device (/device:GPU:{index}) -> (device: {index}, name: {name}, pci bus id: {pci}, compute capability: 7.0)")
+            creations.append(
+                f"{STAMP}Creating TensorFlow device (/device:GPU:{index}) -> (device: {index}, name: {name}, pci bus id: {pci}, compute capability: 7.0)"
+            )
         if family in ("1.12", "2.3"):
             creations.append(
                 f"{STAMP}Created TensorFlow device (/job:localhost/replica:0/task:0/device:GPU:{index} with {limit} MB memory) "
@@ -93,7 +97,13 @@ def test_tf_log_round_trip(case):
     text, expected = case
     report = parse_tf_log(text)
     got = [
-        {"index": d.index, "name": d.name, "total": d.total_memory_bytes, "free": d.free_memory_bytes, "limit": d.limit_mib}
+        {
+            "index": d.index,
+            "name": d.name,
+            "total": d.total_memory_bytes,
+            "free": d.free_memory_bytes,
+            "limit": d.limit_mib,
+        }
         for d in report.devices
     ]
     assert got == expected
@@ -197,7 +207,11 @@ def oom_logs(draw):
         for _ in range(draw(st.integers(1, 3))):
             era = draw(st.sampled_from(ERAS))
             message = oom_message(
-                era, index, shown, format_size(draw(st.integers(1, 1 << 40))), format_size(draw(st.integers(0, total)), bytes_word),
+                era,
+                index,
+                shown,
+                format_size(draw(st.integers(1, 1 << 40))),
+                format_size(draw(st.integers(0, total)), bytes_word),
                 format_size(draw(st.integers(0, total))),
             )
             width = draw(st.sampled_from([None, 80, 120, 200]))
@@ -208,7 +222,13 @@ def oom_logs(draw):
         elif first == "props":
             expected.append((index, (total >> 20) << 20, "torch-device-properties"))
         elif first == "tf":
-            expected.append((index, printed_bytes(tf_total[:-3] + " " + tf_total[-3:]) if total >= 1024 else total, "tf-total-memory"))
+            expected.append(
+                (
+                    index,
+                    printed_bytes(tf_total[:-3] + " " + tf_total[-3:]) if total >= 1024 else total,
+                    "tf-total-memory",
+                )
+            )
         else:
             expected.append((index, printed_bytes(shown), None))
     return "\n".join(lines) + "\n", sorted(expected)
@@ -234,6 +254,9 @@ def test_torch_oom_round_trip(case):
     st.sampled_from(ERAS),
 )
 def test_torch_oom_totals_that_differ_are_an_error(pair, era_a, era_b):
-    first, second = (oom_message(era, 0, format_size(total), "2.00 MiB", "0 bytes", "1.00 MiB") for era, total in zip((era_a, era_b), pair, strict=True))
+    first, second = (
+        oom_message(era, 0, format_size(total), "2.00 MiB", "0 bytes", "1.00 MiB")
+        for era, total in zip((era_a, era_b), pair, strict=True)
+    )
     with pytest.raises(EvidenceParseError, match="GPU 0 total .* disagrees with"):
         parse_tf_log(f"{first}\nAccuracy at step 10: 0.7226\n{second}\n")

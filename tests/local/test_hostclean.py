@@ -25,7 +25,13 @@ def test_only_cluster_chains_and_jumps_are_removed() -> None:
     kept, removed = without_cluster_chains(SAVED)
     assert removed == 2
     assert "KUBE-" not in kept and "CNI-" not in kept
-    for line in (":HOST-OWN - [0:0]", "-A POSTROUTING -o eth0 -j MASQUERADE", "-A HOST-OWN -j RETURN", "COMMIT", "*nat"):
+    for line in (
+        ":HOST-OWN - [0:0]",
+        "-A POSTROUTING -o eth0 -j MASQUERADE",
+        "-A HOST-OWN -j RETURN",
+        "COMMIT",
+        "*nat",
+    ):
         assert line in kept.splitlines()
 
 

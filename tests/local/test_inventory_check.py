@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpushare_conformance.fixtures.providers.local.cluster import DEFAULT_INVENTORY, LocalClusterError, LocalProvider
 from gpushare_conformance import native
+from gpushare_conformance.fixtures.providers.local.cluster import DEFAULT_INVENTORY, LocalClusterError, LocalProvider
 
 HEADER = 'driver_version: "470.82.01"\ncuda_version: "11.4"\ngpus:\n'
 
@@ -28,7 +28,10 @@ def test_default_inventory_is_accepted() -> None:
 
 
 def test_non_integer_memory_names_field_and_value(tmp_path: Path) -> None:
-    with pytest.raises(LocalClusterError, match=r"inventory.yaml:5: gpus\[0\]\.memory_mib: expected a positive integer \(MiB\), got 'lots'"):
+    with pytest.raises(
+        LocalClusterError,
+        match=r"inventory.yaml:5: gpus\[0\]\.memory_mib: expected a positive integer \(MiB\), got 'lots'",
+    ):
         _check(tmp_path, "  - name: X\n    memory_mib: lots\n")
 
 

@@ -8,7 +8,6 @@ restarts the real kubelet of the local cluster and checks the same plugin proces
 
 from __future__ import annotations
 
-
 import pytest
 
 from gpushare_conformance.allocation import card_totals_mib, check_card_count, check_card_total
@@ -35,11 +34,24 @@ def _allocatable(kube, node: str) -> int:
 def _reregistered(kube, pod_uid: str) -> bool:
     """The plugin's log shows it saw the new kubelet socket and registered again (an
     unreadable log, while the restarted kubelet is not serving yet, counts as not yet)."""
-    pods = [p for p in kube.core.list_namespaced_pod("gpushare-system", label_selector=PLUGIN_SELECTOR).items
-            if p.metadata.uid == pod_uid]
+    pods = [
+        p
+        for p in kube.core.list_namespaced_pod("gpushare-system", label_selector=PLUGIN_SELECTOR).items
+        if p.metadata.uid == pod_uid
+    ]
     if not pods:
         return False
-    log = kube.kubectl("logs", pods[0].metadata.name, "-n", "gpushare-system", "-c", "device-plugin", "--tail=-1", check=False, timeout=60)
+    log = kube.kubectl(
+        "logs",
+        pods[0].metadata.name,
+        "-n",
+        "gpushare-system",
+        "-c",
+        "device-plugin",
+        "--tail=-1",
+        check=False,
+        timeout=60,
+    )
     _, _, after = log.rpartition("was recreated (kubelet restart); registering again")
     return bool(after) and f"registered {RESOURCE}" in after
 
@@ -69,12 +81,22 @@ def test_device_plugin_reregisters_after_kubelet_restart(cluster, suite) -> None
     last_report = _heartbeat(kube, node)
 
     LocalProvider(state_dir=cluster.details["state_dir"]).restart_component("kubelet", print)
-    poll_until(lambda: _reregistered(kube, uid), bool, timeout=suite.timeouts.restart,
-               what="the device plugin to log registering again after the kubelet restart")
-    poll_until(lambda: _reported_since(kube, node, last_report, before), bool, timeout=suite.timeouts.restart,
-               what=f"a kubelet report after the restart showing {RESOURCE}={before}",
-               describe=lambda _ok: f"{RESOURCE}={_allocatable(kube, node)}, last report {_heartbeat(kube, node)}")
-    assert _plugin_pod(kube) == (uid, restarts), "the device plugin pod was replaced or restarted instead of re-registering"
+    poll_until(
+        lambda: _reregistered(kube, uid),
+        bool,
+        timeout=suite.timeouts.restart,
+        what="the device plugin to log registering again after the kubelet restart",
+    )
+    poll_until(
+        lambda: _reported_since(kube, node, last_report, before),
+        bool,
+        timeout=suite.timeouts.restart,
+        what=f"a kubelet report after the restart showing {RESOURCE}={before}",
+        describe=lambda _ok: f"{RESOURCE}={_allocatable(kube, node)}, last report {_heartbeat(kube, node)}",
+    )
+    assert _plugin_pod(kube) == (uid, restarts), (
+        "the device plugin pod was replaced or restarted instead of re-registering"
+    )
 
     pod = suite.submit_share_pod("after-restart", 4, 2)
     suite.wait_running(pod)

@@ -21,7 +21,12 @@ def test_archive_is_a_valid_oci_layout(tmp_path: Path) -> None:
     (src / "usr" / "bin").mkdir(parents=True)
     (src / "usr" / "bin" / "hello").write_text("#!/bin/sh\necho hi\n")
     layer = layer_from_directory(src, tmp_path / "layer.tar")
-    out = write_archive([layer], ImageConfig(env={"A": "1"}, cmd=["/usr/bin/hello"]), ["localhost/x/y:dev", "localhost/x/z:dev"], tmp_path / "img.tar")
+    out = write_archive(
+        [layer],
+        ImageConfig(env={"A": "1"}, cmd=["/usr/bin/hello"]),
+        ["localhost/x/y:dev", "localhost/x/z:dev"],
+        tmp_path / "img.tar",
+    )
 
     with tarfile.open(out) as archive:
         assert json.loads(archive.extractfile("oci-layout").read()) == {"imageLayoutVersion": "1.0.0"}

@@ -9,16 +9,27 @@ from gpushare_conformance.fixtures.providers.local.pki import ensure_pki, write_
 
 
 def _text(cert: Path) -> str:
-    return subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-text"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    return subprocess.run(
+        ["openssl", "x509", "-in", str(cert), "-noout", "-text"], stdout=subprocess.PIPE, text=True, check=True
+    ).stdout
 
 
 def test_apiserver_certificate_names_every_address(tmp_path: Path) -> None:
     pki = ensure_pki(tmp_path / "pki", "192.0.2.10", "node-a", "10.96.0.1")
     text = _text(pki / "apiserver.crt")
-    for name in ("IP Address:192.0.2.10", "IP Address:10.96.0.1", "IP Address:127.0.0.1", "DNS:kubernetes.default.svc", "DNS:node-a"):
+    for name in (
+        "IP Address:192.0.2.10",
+        "IP Address:10.96.0.1",
+        "IP Address:127.0.0.1",
+        "DNS:kubernetes.default.svc",
+        "DNS:node-a",
+    ):
         assert name in text
-    verify = subprocess.run(["openssl", "verify", "-CAfile", str(pki / "ca.crt"), str(pki / "apiserver.crt"), str(pki / "admin.crt")],
-                            stdout=subprocess.PIPE, text=True)
+    verify = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(pki / "ca.crt"), str(pki / "apiserver.crt"), str(pki / "admin.crt")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert verify.returncode == 0, verify.stdout
     assert "O = system:masters" in _text(pki / "admin.crt")
 

@@ -59,7 +59,8 @@ class Case:
 
 CASES = [
     Case(
-        faults.UNEVEN_SPLIT, "gpushare-extender",
+        faults.UNEVEN_SPLIT,
+        "gpushare-extender",
         {
             # 8 GiB over 2 cards written as 5 + 3: the first card shows 5120 MiB.
             SEED: r"card_total: 5120 MiB exceeds the 4 GiB share",
@@ -69,79 +70,78 @@ CASES = [
         control=f"{GRID}[3GiBx1]",  # one card: nothing to split unevenly
     ),
     Case(
-        faults.IGNORE_INTEGER_RULE, "gpushare-extender",
+        faults.IGNORE_INTEGER_RULE,
+        "gpushare-extender",
         {
             # 3 GiB over 2 cards is bound with 1 GiB per card instead of left Pending; the
             # kubelet then admits it and the (sound) device plugin refuses the 1 + 1 split.
-            f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled":
-                r"not-integer.* to be unschedulable: gave up, it is failed: UnexpectedAdmissionError.*\{\d+: 1, \d+: 1\}",
+            f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled": r"not-integer.* to be unschedulable: gave up, it is failed: UnexpectedAdmissionError.*\{\d+: 1, \d+: 1\}",
         },
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
     ),
     Case(
-        faults.NO_ISOLATION, "gpushare-device-plugin",
+        faults.NO_ISOLATION,
+        "gpushare-device-plugin",
         {
             # Without the shim the container sees the whole V100.
             SEED: r"16160 MiB is the card's physical size",
-            f"{ISOLATION}::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory":
-                r"16160 MiB is the card's physical size",
+            f"{ISOLATION}::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory": r"16160 MiB is the card's physical size",
         },
         control=f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
     ),
     Case(
-        faults.PER_PROCESS_BUDGET, "gpushare-device-plugin",
+        faults.PER_PROCESS_BUDGET,
+        "gpushare-device-plugin",
         {
             # Each process gets the whole 2 GiB: the second one is granted the rest plus 1 MiB.
-            f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left":
-                r"second_process_past_budget\[first holds 1536 MiB \+ asks 513 MiB > budget 2048 MiB\].*exit 0",
+            f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left": r"second_process_past_budget\[first holds 1536 MiB \+ asks 513 MiB > budget 2048 MiB\].*exit 0",
             # The child sees the whole share free while its parent holds 1536 MiB.
-            f"{BUDGET}::test_child_of_a_process_using_the_card_sees_the_same_share_and_budget":
-                r"child_free_after_parent: the child's free while its parent holds 1536 of 2048 MiB: 2048 MiB exceeds 512",
+            f"{BUDGET}::test_child_of_a_process_using_the_card_sees_the_same_share_and_budget": r"child_free_after_parent: the child's free while its parent holds 1536 of 2048 MiB: 2048 MiB exceeds 512",
         },
         control=f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time",
     ),
     Case(
-        faults.LEAK_FREES, "gpushare-device-plugin",
+        faults.LEAK_FREES,
+        "gpushare-device-plugin",
         {
             # The first free is never credited: the second cycle finds no room.
-            f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time":
-                r"alloc_free_cycles\[20 x 1984 MiB of 2048 MiB\].*CUDA_ERROR_OUT_OF_MEMORY .*cycle 2 of 20",
+            f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time": r"alloc_free_cycles\[20 x 1984 MiB of 2048 MiB\].*CUDA_ERROR_OUT_OF_MEMORY .*cycle 2 of 20",
         },
         control=f"{BUDGET}::test_memory_of_a_killed_process_comes_back",
     ),
     Case(
-        faults.NO_RECLAIM, "gpushare-device-plugin",
+        faults.NO_RECLAIM,
+        "gpushare-device-plugin",
         {
             # The SIGKILLed holder's 1984 MiB stay counted.
-            f"{BUDGET}::test_memory_of_a_killed_process_comes_back":
-                r"reclaimed_after_sigkill\[1984 MiB of 2048 MiB .*CUDA_ERROR_OUT_OF_MEMORY",
+            f"{BUDGET}::test_memory_of_a_killed_process_comes_back": r"reclaimed_after_sigkill\[1984 MiB of 2048 MiB .*CUDA_ERROR_OUT_OF_MEMORY",
         },
         control=f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time",
     ),
     Case(
-        faults.UNGUARDED_MANAGED, "gpushare-device-plugin",
+        faults.UNGUARDED_MANAGED,
+        "gpushare-device-plugin",
         {
             # cuMemAllocManaged goes past the 1 GiB share; the failure names the path.
-            f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[managed]":
-                r"alloc_past_share_oom\[--api managed\]: exit 0",
+            f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[managed]": r"alloc_past_share_oom\[--api managed\]: exit 0",
         },
         control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
     ),
     Case(
-        faults.STALE_VIEW, "gpushare-extender",
+        faults.STALE_VIEW,
+        "gpushare-extender",
         {
             # Binds of the burst overlap and each picks from a view without the others.
-            f"{BURST}::test_a_burst_that_fills_a_node_runs_and_overbooks_no_card":
-                r"card_booked\[card \d+\]: card \d+ of \d+ GiB booked by .* GiB exceeds \d+ GiB",
+            f"{BURST}::test_a_burst_that_fills_a_node_runs_and_overbooks_no_card": r"card_booked\[card \d+\]: card \d+ of \d+ GiB booked by .* GiB exceeds \d+ GiB",
         },
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
     ),
     Case(
-        faults.CARDS_ACROSS_NODES, "gpushare-extender",
+        faults.CARDS_ACROSS_NODES,
+        "gpushare-extender",
         {
             # One free card on each of two nodes "makes" two: the pod is bound, split.
-            f"{MULTINODE}::test_m_cards_free_only_across_nodes_stay_pending_never_split":
-                r"across-nodes.* to be unschedulable: gave up, .*|bound to",
+            f"{MULTINODE}::test_m_cards_free_only_across_nodes_stay_pending_never_split": r"across-nodes.* to be unschedulable: gave up, .*|bound to",
         },
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
         gpu_nodes=2,
@@ -200,8 +200,9 @@ def faulty_stack(kube, suite_options, request, placement):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.fault for c in CASES])
-def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack, kube, suite_options, tmp_path,
-                                               pytestconfig):
+def test_checks_fail_on_a_stack_with_the_fault(
+    case: Case, cluster, faulty_stack, kube, suite_options, tmp_path, pytestconfig
+):
     progress = progress_printer(pytestconfig)
     gpu_nodes = [n for n in kube.core.list_node().items if (n.status.allocatable or {}).get(contract.RESOURCE_MEM)]
     if len(gpu_nodes) < case.gpu_nodes:
@@ -209,16 +210,37 @@ def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack
     faulty_stack(case.fault)
     log = component_log(kube, case.component)
     assert f"FAULT INJECTED: {case.component} runs with --fault {case.fault}" in log, (
-        f"{case.component} does not announce --fault {case.fault}; its log:\n{log[-2000:]}")
+        f"{case.component} does not announce --fault {case.fault}; its log:\n{log[-2000:]}"
+    )
 
     checks = [*case.must_fail, case.control]
-    argv = [sys.executable, "-m", "pytest", *checks, "--cluster", "local", "--keep-cluster-up",
-            "--report-dir", str(tmp_path), "--junitxml", str(tmp_path / "junit.xml"),
-            "-p", "no:cacheprovider", "-q"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *checks,
+        "--cluster",
+        "local",
+        "--keep-cluster-up",
+        "--report-dir",
+        str(tmp_path),
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
     if suite_options.mock_inventory is not None:
         argv += ["--mock-inventory", str(suite_options.mock_inventory)]
-    child = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=CHILD_TIMEOUT_S, check=False)
+    child = subprocess.run(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
     tail = child.stdout[-4000:]
     assert child.returncode == 1, f"checks under --fault {case.fault} exited {child.returncode}, wanted 1:\n{tail}"
 
@@ -228,7 +250,8 @@ def test_checks_fail_on_a_stack_with_the_fault(case: Case, cluster, faulty_stack
     assert failed == sorted(case.must_fail), f"under --fault {case.fault} these failed: {failed}\n{tail}"
     assert outcomes[case.control][0] == "passed", (
         f"control {case.control} is {outcomes[case.control][0]} under --fault {case.fault}:\n"
-        f"{outcomes[case.control][1][-2000:]}")
+        f"{outcomes[case.control][1][-2000:]}"
+    )
     for check, shows in case.must_fail.items():
         text = outcomes[check][1]
         assert re.search(shows, text, re.S), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"

@@ -39,21 +39,34 @@ NODE = "n1"
 def share_pod(name: str, gib: int, count: int) -> dict:
     """A pending pod asking ``gib`` GiB over ``count`` cards (API JSON form)."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": str(uuid.uuid4()),
-                     "labels": {contract.LABEL_COUNT: str(count)}, "annotations": {}},
-        "spec": {"containers": [{"name": "main", "image": "busybox",
-                                 "resources": {"limits": {contract.RESOURCE_MEM: str(gib)}}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": str(uuid.uuid4()),
+            "labels": {contract.LABEL_COUNT: str(count)},
+            "annotations": {},
+        },
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"limits": {contract.RESOURCE_MEM: str(gib)}}}
+            ]
+        },
         "status": {"phase": "Pending"},
     }
 
 
 def four_card_node() -> dict:
-    cards = [{"index": i, "uuid": f"GPU-{i}", "memory_mib": V100_MIB, "memory_gib": 15, "healthy": True}
-             for i in range(4)]
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": NODE, "annotations": {contract.NODE_CARDS_ANNOTATION: json.dumps(cards)}},
-            "status": {"capacity": {contract.RESOURCE_MEM: "60", contract.RESOURCE_COUNT: "4"}}}
+    cards = [
+        {"index": i, "uuid": f"GPU-{i}", "memory_mib": V100_MIB, "memory_gib": 15, "healthy": True} for i in range(4)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": NODE, "annotations": {contract.NODE_CARDS_ANNOTATION: json.dumps(cards)}},
+        "status": {"capacity": {contract.RESOURCE_MEM: "60", contract.RESOURCE_COUNT: "4"}},
+    }
 
 
 def extender(fault: str | None) -> ClusterState:
@@ -66,8 +79,11 @@ def extender(fault: str | None) -> ClusterState:
 def bound(state: ClusterState, pod: dict) -> dict:
     """The pod as the API server holds it after the extender's bind."""
     alloc = state.assume(pod, NODE)
-    return {**pod, "metadata": {**pod["metadata"], "annotations": bind_annotations(alloc)},
-            "spec": {**pod["spec"], "nodeName": NODE}}
+    return {
+        **pod,
+        "metadata": {**pod["metadata"], "annotations": bind_annotations(alloc)},
+        "spec": {**pod["spec"], "nodeName": NODE},
+    }
 
 
 def device_plugin(fault: str | None = None) -> DevicePlugin:
@@ -201,10 +217,13 @@ def test_components_refuse_faults_that_are_not_theirs():
         device_plugin(faults.UNEVEN_SPLIT)
 
 
-@pytest.mark.parametrize(("parser", "names"), [
-    (extender_main.build_parser(), faults.EXTENDER_FAULTS),
-    (plugin_main.build_parser(), faults.DEVICE_PLUGIN_FAULTS),
-])
+@pytest.mark.parametrize(
+    ("parser", "names"),
+    [
+        (extender_main.build_parser(), faults.EXTENDER_FAULTS),
+        (plugin_main.build_parser(), faults.DEVICE_PLUGIN_FAULTS),
+    ],
+)
 def test_fault_flag_is_off_by_default_and_documented_as_never_for_production(parser, names, capsys):
     assert parser.parse_args([]).fault is None
     for name in names:
@@ -230,25 +249,32 @@ def test_a_fault_is_announced_loudly_and_silence_means_none(caplog):
 
 # ------------------------------------------------------------------ overlays
 def kubectl() -> str:
-    found = shutil.which("kubectl") or next(iter(sorted(glob.glob("/var/cache/gpushare-conformance/kubernetes-*/bin/kubectl"))), None)
+    found = shutil.which("kubectl") or next(
+        iter(sorted(glob.glob("/var/cache/gpushare-conformance/kubernetes-*/bin/kubectl"))), None
+    )
     if found is None:
         pytest.skip("kubectl not installed (needed for `kubectl kustomize`)")
     return found
 
 
 def render(path: Path) -> list[dict]:
-    out = subprocess.run([kubectl(), "kustomize", str(path)], check=True, capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        [kubectl(), "kustomize", str(path)], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-@pytest.mark.parametrize(("fault", "kind", "name"), [
-    (faults.UNEVEN_SPLIT, "Deployment", "gpushare-extender"),
-    (faults.IGNORE_INTEGER_RULE, "Deployment", "gpushare-extender"),
-    (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
-    (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
-    (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
-    *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
-])
+@pytest.mark.parametrize(
+    ("fault", "kind", "name"),
+    [
+        (faults.UNEVEN_SPLIT, "Deployment", "gpushare-extender"),
+        (faults.IGNORE_INTEGER_RULE, "Deployment", "gpushare-extender"),
+        (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
+        (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
+        (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
+        *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
+    ],
+)
 def test_fault_overlay_is_the_mock_stack_plus_just_the_flag(fault, kind, name):
     mock = render(MANIFESTS / "overlays" / "mock")
     broken = render(MANIFESTS / "overlays" / "faults" / fault)

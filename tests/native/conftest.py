@@ -49,8 +49,9 @@ def seed_inventory(tmp_path: Path) -> Path:
 @pytest.fixture
 def seed_env(seed_inventory: Path, native_root: Path, tmp_path: Path) -> dict[str, str]:
     """The seed's container: cards 1 and 2, 4 GiB each, shim on."""
-    return sandbox_env(seed_inventory, [1, 2], 4096, base_env=os.environ, usage_file=tmp_path / "usage",
-                       native_root=native_root)
+    return sandbox_env(
+        seed_inventory, [1, 2], 4096, base_env=os.environ, usage_file=tmp_path / "usage", native_root=native_root
+    )
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, run
 
+from conftest import PYTHON, run
 from gpushare_conformance import native
 
 CUDA_SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED = 0, 1, 2, 3
@@ -47,20 +47,25 @@ def ctypes_run(env: dict[str, str], body: str) -> dict:
 def test_every_function_cuda_h_declares_resolves(bare_env):
     names = sorted(declared_names(cuda_h().read_text()))
     assert len(names) > 500, f"parsed only {len(names)} names from cuda.h"
-    out = ctypes_run(bare_env, f"""
+    out = ctypes_run(
+        bare_env,
+        f"""
 names = {names!r}
 fn = ctypes.c_void_p()
 status = ctypes.c_int()
 out["no_symbol"] = [n for n in names if not hasattr(lib, n)]
 out["no_proc"] = [n for n in names if lib.cuGetProcAddress_v2(n.encode(), ctypes.byref(fn), 12090, 0, ctypes.byref(status)) != 0
                   or not fn.value]
-""")
+""",
+    )
     assert out["no_symbol"] == [], f"{len(out['no_symbol'])} names missing: {out['no_symbol'][:20]}"
     assert out["no_proc"] == [], f"cuGetProcAddress cannot resolve: {out['no_proc'][:20]}"
 
 
 def test_unimplemented_entry_points_answer_like_the_driver(bare_env):
-    out = ctypes_run(bare_env, """
+    out = ctypes_run(
+        bare_env,
+        """
 m = ctypes.c_void_p()
 out["before_init"] = lib.cuModuleLoad(ctypes.byref(m), b"x.cubin")
 out["graph_before_init"] = lib.cuGraphCreate(ctypes.byref(m), 0)
@@ -73,7 +78,8 @@ out["graph_null_out"] = lib.cuGraphCreate(None, 0)
 out["graph"] = lib.cuGraphCreate(ctypes.byref(m), 0)
 out["launch"] = lib.cuLaunchKernel(None, 1, 1, 1, 1, 1, 1, 0, None, None, None)
 out["library"] = lib.cuLibraryLoadFromFile(ctypes.byref(m), b"x", None, None, 0, None, None, 0)
-""")
+""",
+    )
     assert out["before_init"] == NOT_INITIALIZED and out["graph_before_init"] == NOT_INITIALIZED
     assert out["module_null_out"] == INVALID_VALUE and out["graph_null_out"] == INVALID_VALUE
     assert out["module"] == NOT_SUPPORTED and out["graph"] == NOT_SUPPORTED
@@ -81,7 +87,9 @@ out["library"] = lib.cuLibraryLoadFromFile(ctypes.byref(m), b"x", None, None, 0,
 
 
 def test_get_proc_address_follows_versions_and_stream_flags(bare_env):
-    out = ctypes_run(bare_env, """
+    out = ctypes_run(
+        bare_env,
+        """
 def proc(name, version, flags=0):
     fn = ctypes.c_void_p(); st = ctypes.c_int(-1)
     rc = lib.cuGetProcAddress_v2(name.encode(), ctypes.byref(fn), version, flags, ctypes.byref(st))
@@ -104,7 +112,8 @@ out["matches"] = {k: [v[0], v[2], v[1] == addr(n)] for k, (v, n) in checks.items
 out["too_old"] = proc("cuMemAllocAsync", 11000)
 out["unknown"] = proc("cuNoSuchEntryPoint", 12000)
 out["bad_flags"] = proc("cuMemAlloc", 12000, 8)[0]
-""")
+""",
+    )
     for key, (rc, status, same) in out["matches"].items():
         assert rc == CUDA_SUCCESS and status == 0 and same, f"{key}: rc={rc} status={status} right function={same}"
     assert out["too_old"][0] == NOT_FOUND and out["too_old"][2] == 2  # VERSION_NOT_SUFFICIENT
@@ -127,7 +136,10 @@ def pool_attr(pool, attr):
 
 
 def test_copies_and_sets_read_back_on_every_kind_of_device_memory(bare_env):
-    out = ctypes_run(bare_env, PRELUDE + """
+    out = ctypes_run(
+        bare_env,
+        PRELUDE
+        + """
 n = 1 << 16
 data = bytes(range(256)) * (n // 256)
 back = ctypes.create_string_buffer(n)
@@ -155,7 +167,8 @@ out["bad_stream"] = lib.cuMemcpyHtoDAsync_v2(p, data, 8, ctypes.c_void_p(0xdead0
 out["unaligned_d32"] = lib.cuMemsetD32_v2(U64(a.value + 1), 0, 1)
 out["frees"] = [lib.cuMemFreeAsync(p, s), lib.cuMemFree_v2(a), lib.cuMemFree_v2(b), lib.cuStreamDestroy_v2(s)]
 out["double_free"] = lib.cuMemFree_v2(a)
-""")
+""",
+    )
     assert out["htod"] == out["dtod"] == out["dtoh"] == 0 and out["round_trip"] and out["interior"]
     assert out["memset32"] == 0 and out["memset_back"] == "d4c3b2a1d4c3b2a1"
     assert out["pool_alloc"] == 0 and out["async_copy"] == 0 and out["pool_round_trip"]
@@ -165,7 +178,10 @@ out["double_free"] = lib.cuMemFree_v2(a)
 
 
 def test_virtual_memory_counts_the_physical_allocation_and_maps_shared_bytes(bare_env):
-    out = ctypes_run(bare_env, PRELUDE + """
+    out = ctypes_run(
+        bare_env,
+        PRELUDE
+        + """
 class Loc(ctypes.Structure): _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
 class Prop(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", Loc),
@@ -198,7 +214,8 @@ out["freed"] = info() - base0
 out["address_free"] = [lib.cuMemAddressFree(va1, size), lib.cuMemAddressFree(va2, size)]
 out["bad_size"] = lib.cuMemCreate(ctypes.byref(h), g.value + 1, ctypes.byref(prop), 0)
 out["too_big"] = lib.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(1 << 40), ctypes.byref(prop), 0)
-""")
+""",
+    )
     gran = out["granularity"][1]
     size = 64 * gran
     assert out["granularity"][0] == 0 and gran > 0
@@ -211,7 +228,10 @@ out["too_big"] = lib.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(1 << 40), ctyp
 
 
 def test_pools_charge_the_card_for_what_they_hold(bare_env):
-    out = ctypes_run(bare_env, PRELUDE + """
+    out = ctypes_run(
+        bare_env,
+        PRELUDE
+        + """
 RES, USED, THRESHOLD = 5, 7, 4  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, USED_MEM_CURRENT, RELEASE_THRESHOLD
 class Loc(ctypes.Structure): _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
 class Props(ctypes.Structure):
@@ -244,7 +264,8 @@ out["default"] = [lib.cuDeviceGetDefaultMemPool(ctypes.byref(dflt), 0), lib.cuDe
                   dflt.value == cur.value, lib.cuMemPoolDestroy(dflt)]
 h = ctypes.c_void_p()
 out["host"] = [lib.cuMemAllocHost_v2(ctypes.byref(h), 1 << 30), info() - base0, lib.cuMemFreeHost(h)]
-""")
+""",
+    )
     mib = 1 << 20
     assert out["create"] == 0
     assert out["after_alloc"] == [100 * mib, 100 * mib, 100 * mib]
@@ -258,7 +279,9 @@ out["host"] = [lib.cuMemAllocHost_v2(ctypes.byref(h), 1 << 30), info() - base0, 
 
 
 def test_context_stack_and_streams(bare_env):
-    out = ctypes_run(bare_env, """
+    out = ctypes_run(
+        bare_env,
+        """
 lib.cuInit(0)
 c0, c1, cur, popped = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
 d = ctypes.c_int()
@@ -285,7 +308,8 @@ out["destroyed_stream"] = [lib.cuStreamDestroy_v2(s), lib.cuStreamQuery(s), lib.
 out["events_gone"] = [lib.cuEventDestroy_v2(e1), lib.cuEventQuery(e1)]
 lib.cuCtxSetCurrent(None)
 out["no_context_stream"] = lib.cuStreamCreate(ctypes.byref(s), 0)
-""")
+""",
+    )
     assert out["create"] == 0 and out["current_is_created"] and out["device"] == 1
     assert out["push"] == 0 and out["device_after_push"] == 0 and out["pop"] == [0, True] and out["back_to_created"]
     assert out["set"] == 0 and out["device_after_set"] == 0
@@ -297,7 +321,10 @@ out["no_context_stream"] = lib.cuStreamCreate(ctypes.byref(s), 0)
 
 @pytest.mark.parametrize("legacy", ["cuMemAlloc", "cuMemAllocPitch"])
 def test_legacy_32_bit_entry_points_hand_out_32_bit_pointers(bare_env, legacy):
-    out = ctypes_run(bare_env, PRELUDE + f"""
+    out = ctypes_run(
+        bare_env,
+        PRELUDE
+        + f"""
 p = ctypes.c_uint32(); pitch = ctypes.c_uint32()
 if "{legacy}" == "cuMemAlloc":
     out["rc"] = lib.cuMemAlloc(ctypes.byref(p), 1 << 20)
@@ -306,13 +333,17 @@ else:
 out["counted"] = info()
 out["free"] = lib.cuMemFree(p)
 out["after"] = info()
-""")
+""",
+    )
     assert out["rc"] == 0 and out["free"] == 0
     assert out["counted"] - out["after"] in (1 << 20, 1024 * 4)
 
 
 def test_pitched_copies_place_rows_at_the_pitch(bare_env):
-    out = ctypes_run(bare_env, PRELUDE + """
+    out = ctypes_run(
+        bare_env,
+        PRELUDE
+        + """
 S = ctypes.c_size_t
 class Copy2D(ctypes.Structure):
     _fields_ = [("srcXInBytes", S), ("srcY", S), ("srcMemoryType", ctypes.c_int), ("srcHost", ctypes.c_void_p),
@@ -341,14 +372,18 @@ tall = Copy2D(srcMemoryType=HOST, srcHost=ctypes.cast(src, ctypes.c_void_p), src
 out["past_end"] = lib.cuMemcpy2D_v2(ctypes.byref(tall))
 arr = Copy2D(srcMemoryType=ARRAY, dstMemoryType=DEVICE, dstDevice=d.value, dstPitch=pitch.value, WidthInBytes=1, Height=1)
 out["array"] = lib.cuMemcpy2D_v2(ctypes.byref(arr))
-""")
+""",
+    )
     assert out["pitch"] == 512
     assert out["up"] == 0 and out["row2"] and out["down"] == 0 and out["round_trip"]
     assert out["past_end"] == INVALID_VALUE and out["array"] == NOT_SUPPORTED
 
 
 def test_arrays_are_charged_to_the_card(bare_env):
-    out = ctypes_run(bare_env, PRELUDE + """
+    out = ctypes_run(
+        bare_env,
+        PRELUDE
+        + """
 S = ctypes.c_size_t
 class Desc3D(ctypes.Structure):
     _fields_ = [("Width", S), ("Height", S), ("Depth", S), ("Format", ctypes.c_int), ("NumChannels", ctypes.c_uint),
@@ -362,7 +397,8 @@ out["descriptor"] = [lib.cuArray3DGetDescriptor_v2(ctypes.byref(d), a), d.Width,
 out["destroy"] = [lib.cuArrayDestroy(a), info() - base0]
 out["bc_format"] = lib.cuArray3DCreate_v2(ctypes.byref(a), ctypes.byref(Desc3D(256, 256, 0, 0x91, 1, 0)))
 out["bad_channels"] = lib.cuArray3DCreate_v2(ctypes.byref(a), ctypes.byref(Desc3D(256, 256, 0, 0x20, 3, 0)))
-""")
+""",
+    )
     assert out["create"] == 0 and out["charged"] == 256 * 256 * 4 * 2 * 2
     assert out["descriptor"] == [0, 256, 256, 4, 2] and out["destroy"] == [0, 0]
     assert out["bc_format"] == NOT_SUPPORTED and out["bad_channels"] == INVALID_VALUE

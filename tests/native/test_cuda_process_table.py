@@ -30,8 +30,22 @@ def listing(env) -> dict[str, dict[str, int]]:
 
 def test_a_holder_is_listed_on_its_physical_card_and_dropped_after_sigkill(bare_env, native_root, tmp_path):
     env = dict(bare_env, GPUSHARE_MOCK_STATE_DIR=str(tmp_path / "state"))
-    holder = subprocess.Popen([tool(native_root, "gpushare-probe"), "--device", "1", "--alloc-mib", "700",
-                               "--hold-seconds", "60", "--api", "pool"], env=env, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            tool(native_root, "gpushare-probe"),
+            "--device",
+            "1",
+            "--alloc-mib",
+            "700",
+            "--hold-seconds",
+            "60",
+            "--api",
+            "pool",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert "allocated" in holder.stdout.readline()
         assert (tmp_path / "state" / "process-table").is_file()

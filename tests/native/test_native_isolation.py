@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import time
 
 import pytest
+
 from conftest import PYTHON, run, tool
 
 
 def hold(env, root, device: int, mib: int, seconds: int = 60) -> subprocess.Popen[str]:
     """Start a probe that allocates and holds; return once the allocation is made."""
-    p = subprocess.Popen([tool(root, "gpushare-probe"), "--device", str(device), "--alloc-mib", str(mib),
-                          "--hold-seconds", str(seconds)], env=env, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            tool(root, "gpushare-probe"),
+            "--device",
+            str(device),
+            "--alloc-mib",
+            str(mib),
+            "--hold-seconds",
+            str(seconds),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = p.stdout.readline()
     assert "allocated" in line, line
     return p
@@ -98,9 +109,15 @@ def test_rtld_next_stays_relative_to_the_caller(seed_env, native_root, preload):
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("GPUSHARE_MEMORY_LIMIT_1", "4x"), ("GPUSHARE_MEMORY_LIMIT_0", "4096"), ("GPUSHARE_MEMORY_LIMIT", "-1GiB"),
-     ("GPUSHARE_MEMORY_LIMIT_1", "0MiB"), ("GPUSHARE_MEMORY_LIMIT_1", "4 GiB"), ("GPUSHARE_MEMORY_LIMIT_X", "4GiB"),
-     ("GPUSHARE_MEMORY_LIMIT_0", "99999999999999999999GiB")],
+    [
+        ("GPUSHARE_MEMORY_LIMIT_1", "4x"),
+        ("GPUSHARE_MEMORY_LIMIT_0", "4096"),
+        ("GPUSHARE_MEMORY_LIMIT", "-1GiB"),
+        ("GPUSHARE_MEMORY_LIMIT_1", "0MiB"),
+        ("GPUSHARE_MEMORY_LIMIT_1", "4 GiB"),
+        ("GPUSHARE_MEMORY_LIMIT_X", "4GiB"),
+        ("GPUSHARE_MEMORY_LIMIT_0", "99999999999999999999GiB"),
+    ],
 )
 def test_malformed_limits_are_refused(seed_env, native_root, name, value):
     env = dict(seed_env, **{name: value})
@@ -131,8 +148,11 @@ def test_limit_units(seed_env, native_root, value, mib):
 
 
 def test_no_limit_variable_is_a_transparent_pass_through(bare_env, native_root, tmp_path):
-    env = dict(bare_env, LD_PRELOAD=str(native_root / "lib" / "libgpushare-shim.so"),
-               GPUSHARE_USAGE_FILE=str(tmp_path / "never-created"))
+    env = dict(
+        bare_env,
+        LD_PRELOAD=str(native_root / "lib" / "libgpushare-shim.so"),
+        GPUSHARE_USAGE_FILE=str(tmp_path / "never-created"),
+    )
     probe = run([tool(native_root, "gpushare-probe"), "--raw"], env)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.count(f"total_bytes={16160 << 20} ") == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import PYTHON, run, tool
 
 NVML_SCRIPT = r"""
@@ -102,8 +103,16 @@ def test_nvml_error_codes(seed_env):
     assert out["mem_v2_wrong_version"] == 25  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
     assert out["null_pointer"] == 2
     assert out["fan"] == 3  # NVML_ERROR_NOT_SUPPORTED
-    assert out["strings"] == ["Success", "Uninitialized", "Invalid Argument", "Not Supported", "Not Found",
-                              "Insufficient Size", "Argument version mismatch", "Unknown Error"]
+    assert out["strings"] == [
+        "Success",
+        "Uninitialized",
+        "Invalid Argument",
+        "Not Supported",
+        "Not Found",
+        "Insufficient Size",
+        "Argument version mismatch",
+        "Unknown Error",
+    ]
     assert out["pynvml_error"] == [2, "Invalid Argument"]
     assert out["shutdown"] == 0 and out["after_shutdown"] == 1
 
@@ -122,11 +131,15 @@ def test_cuda_error_codes(bare_env):
     assert out["proc_unknown"] == 500 and out["proc_too_old"] == 500  # CUDA_ERROR_NOT_FOUND
     assert out["proc_alloc"] == 0 and out["proc_alloc_is_v2"] is True
     assert out["names"] == [
-        ["CUDA_SUCCESS", "no error"], ["CUDA_ERROR_INVALID_VALUE", "invalid argument"],
-        ["CUDA_ERROR_OUT_OF_MEMORY", "out of memory"], ["CUDA_ERROR_NOT_INITIALIZED", "initialization error"],
+        ["CUDA_SUCCESS", "no error"],
+        ["CUDA_ERROR_INVALID_VALUE", "invalid argument"],
+        ["CUDA_ERROR_OUT_OF_MEMORY", "out of memory"],
+        ["CUDA_ERROR_NOT_INITIALIZED", "initialization error"],
         ["CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"],
-        ["CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"], ["CUDA_ERROR_INVALID_CONTEXT", "invalid device context"],
-        ["CUDA_ERROR_NOT_FOUND", "named symbol not found"], ["CUDA_ERROR_UNKNOWN", "unknown error"],
+        ["CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"],
+        ["CUDA_ERROR_INVALID_CONTEXT", "invalid device context"],
+        ["CUDA_ERROR_NOT_FOUND", "named symbol not found"],
+        ["CUDA_ERROR_UNKNOWN", "unknown error"],
     ]
     assert out["name_unknown_code"] == 1
     assert out["version"] == 11040
@@ -145,13 +158,23 @@ def test_physical_card_accounting_without_the_shim(bare_env, native_root):
     ("text", "message"),
     [
         ('driver_version: "470"\ncuda_version: "11.4"\n', ": missing required key 'gpus'"),
-        ('driver_version: "470"\ncuda_version: "11.4"\ngpus:\n  - name: T4\n', ":4: gpus[0]: missing required key 'memory_mib'"),
-        ('driver_version: "470"\ncuda_version: "11.4"\ngpus:\n  - name: T4\n    memory_mib: 15x\n',
-         ":5: gpus[0].memory_mib: expected a positive integer (MiB), got '15x'"),
-        ('driver_version: "470"\ncuda_version: "eleven"\ngpus: []\n', ":2: cuda_version: expected a version like \"11.4\", got 'eleven'"),
+        (
+            'driver_version: "470"\ncuda_version: "11.4"\ngpus:\n  - name: T4\n',
+            ":4: gpus[0]: missing required key 'memory_mib'",
+        ),
+        (
+            'driver_version: "470"\ncuda_version: "11.4"\ngpus:\n  - name: T4\n    memory_mib: 15x\n',
+            ":5: gpus[0].memory_mib: expected a positive integer (MiB), got '15x'",
+        ),
+        (
+            'driver_version: "470"\ncuda_version: "eleven"\ngpus: []\n',
+            ":2: cuda_version: expected a version like \"11.4\", got 'eleven'",
+        ),
         ('driver_version: "470"\ncuda_version: "11.4"\ncolour: red\ngpus: []\n', ":3: unknown key 'colour'"),
-        ('driver_version: "470"\ncuda_version: "11.4"\ngpus:\n  - name: T4\n    memory_mib: 1\n    pci_bus_id: zz\n',
-         ":6: gpus[0].pci_bus_id: expected 'DDDDDDDD:BB:DD.F' (hex), got 'zz'"),
+        (
+            'driver_version: "470"\ncuda_version: "11.4"\ngpus:\n  - name: T4\n    memory_mib: 1\n    pci_bus_id: zz\n',
+            ":6: gpus[0].pci_bus_id: expected 'DDDDDDDD:BB:DD.F' (hex), got 'zz'",
+        ),
         ('driver_version: "470"\ncuda_version: "11.4"\ngpus:\n\t- name: T4\n', ":4: tab character"),
     ],
 )

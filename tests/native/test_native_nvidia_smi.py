@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import run, tool
 
+from conftest import run, tool
 from gpushare_conformance.evidence.nvidia_smi import parse_nvidia_smi
 from gpushare_conformance.sandbox import sandbox_env
 
@@ -50,8 +50,15 @@ REAL_HEADERS = {
     "610.43.02": REAL["610"]["header"],
 }
 
-CASES = [("440.33.01", "10.2", 79), ("470.82.01", "11.4", 79), ("535.247.01", "12.2", 89), ("550.135", "12.4", 91),
-         ("570.133.20", "12.8", 91), ("580.65.06", "13.0", 91), ("610.43.02", "13.3", 91)]
+CASES = [
+    ("440.33.01", "10.2", 79),
+    ("470.82.01", "11.4", 79),
+    ("535.247.01", "12.2", 89),
+    ("550.135", "12.4", 91),
+    ("570.133.20", "12.8", 91),
+    ("580.65.06", "13.0", 91),
+    ("610.43.02", "13.3", 91),
+]
 
 
 def bars(line: str) -> list[int]:
@@ -60,11 +67,20 @@ def bars(line: str) -> list[int]:
 
 def render(tmp_path, native_root, driver: str, cuda: str, isolation: bool = True) -> str:
     inv = tmp_path / "inv.yaml"
-    inv.write_text(f'driver_version: "{driver}"\ncuda_version: "{cuda}"\ngpus:\n'
-                   "  - name: Tesla V100-SXM2-16GB\n    memory_mib: 16160\n    pci_bus_id: 00000000:00:09.0\n"
-                   "  - name: NVIDIA A100-SXM4-40GB\n    memory_mib: 40536\n")
-    env = sandbox_env(inv, [0, 1], 4096, isolation=isolation, base_env=os.environ,
-                      usage_file=tmp_path / "usage", native_root=native_root)
+    inv.write_text(
+        f'driver_version: "{driver}"\ncuda_version: "{cuda}"\ngpus:\n'
+        "  - name: Tesla V100-SXM2-16GB\n    memory_mib: 16160\n    pci_bus_id: 00000000:00:09.0\n"
+        "  - name: NVIDIA A100-SXM4-40GB\n    memory_mib: 40536\n"
+    )
+    env = sandbox_env(
+        inv,
+        [0, 1],
+        4096,
+        isolation=isolation,
+        base_env=os.environ,
+        usage_file=tmp_path / "usage",
+        native_root=native_root,
+    )
     proc = run([tool(native_root, "nvidia-smi")], env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -123,13 +139,17 @@ def test_query_list_and_errors(seed_env, native_root):
     smi = tool(native_root, "nvidia-smi")
     fields = "index,name,uuid,memory.total,memory.used,memory.free,pci.bus_id,driver_version"
     csv = run([smi, f"--query-gpu={fields}", "--format=csv"], seed_env).stdout.splitlines()
-    assert csv[0] == ("index, name, uuid, memory.total [MiB], memory.used [MiB], memory.free [MiB], "
-                      "pci.bus_id, driver_version")
+    assert csv[0] == (
+        "index, name, uuid, memory.total [MiB], memory.used [MiB], memory.free [MiB], pci.bus_id, driver_version"
+    )
     assert csv[1].startswith("0, Tesla V100-SXM2-16GB, GPU-") and csv[1].endswith(
-        ", 4096 MiB, 0 MiB, 4096 MiB, 00000000:00:09.0, 470.82.01")
+        ", 4096 MiB, 0 MiB, 4096 MiB, 00000000:00:09.0, 470.82.01"
+    )
     report = parse_nvidia_smi("\n".join(csv))
-    assert [(g.index, g.memory_total_mib, g.bus_id) for g in report.gpus] == [(0, 4096, "00000000:00:09.0"),
-                                                                             (1, 4096, "00000000:00:0A.0")]
+    assert [(g.index, g.memory_total_mib, g.bus_id) for g in report.gpus] == [
+        (0, 4096, "00000000:00:09.0"),
+        (1, 4096, "00000000:00:0A.0"),
+    ]
     bare = run([smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"], seed_env).stdout
     assert bare.splitlines()[1].endswith(", 4096, 0, 4096, 00000000:00:0A.0, 470.82.01")
     assert [g.memory_total_mib for g in parse_nvidia_smi(bare, csv_fields=fields.split(",")).gpus] == [4096, 4096]

@@ -6,7 +6,6 @@ import json
 import re
 
 from conftest import PYTHON, run, tool
-
 from gpushare_conformance.evidence.nvidia_smi import parse_nvidia_smi
 
 PYNVML_SCRIPT = r"""
@@ -77,7 +76,9 @@ def test_probe_prints_two_tf_blocks_of_4gib(seed_env, native_root):
     lines = proc.stderr.splitlines()
     assert re.fullmatch(
         r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}: I tensorflow/core/common_runtime/gpu/gpu_device\.cc:1030\] "
-        r"Found device 0 with properties: ", lines[0])
+        r"Found device 0 with properties: ",
+        lines[0],
+    )
     assert lines[1:4] == [
         "name: Tesla V100-SXM2-16GB major: 7 minor: 0 memoryClockRate(GHz): 1.53",
         "pciBusID: 0000:00:09.0",
@@ -117,12 +118,22 @@ def test_nvidia_smi_shows_usage_of_a_running_process(seed_env, native_root):
     """While a probe holds 1000 MiB on card 0, nvidia-smi in the same container sees it."""
     import subprocess
 
-    holder = subprocess.Popen([tool(native_root, "gpushare-probe"), "--device", "0", "--alloc-mib", "1000",
-                               "--hold-seconds", "30"], env=seed_env, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [tool(native_root, "gpushare-probe"), "--device", "0", "--alloc-mib", "1000", "--hold-seconds", "30"],
+        env=seed_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert "allocated" in holder.stdout.readline()
-        proc = run([tool(native_root, "nvidia-smi"), "--query-gpu=memory.used,memory.free,memory.total",
-                    "--format=csv,noheader,nounits"], seed_env)
+        proc = run(
+            [
+                tool(native_root, "nvidia-smi"),
+                "--query-gpu=memory.used,memory.free,memory.total",
+                "--format=csv,noheader,nounits",
+            ],
+            seed_env,
+        )
         assert proc.stdout.splitlines() == ["1000, 3096, 4096", "0, 4096, 4096"]
         table = parse_nvidia_smi(run([tool(native_root, "nvidia-smi")], seed_env).stdout)
         assert [g.memory_used_mib for g in table.gpus] == [1000, 0]

@@ -14,6 +14,7 @@ import struct
 import subprocess
 
 import pytest
+
 from conftest import PYTHON, run, tool
 
 SHARE_MIB = 64
@@ -75,19 +76,30 @@ print(counts["ok"], counts["oom"], ";".join(errors[:5]))
 """
 
 
-@pytest.mark.parametrize(("visible", "processes", "threads"), [
-    ("0", 4, 1),   # one CUDA device, single-threaded processes: the lock-free fast path
-    ("0", 3, 3),   # one device, threaded processes
-    (None, 3, 3),  # two devices: the card is asked of the driver on every call
-])
+@pytest.mark.parametrize(
+    ("visible", "processes", "threads"),
+    [
+        ("0", 4, 1),  # one CUDA device, single-threaded processes: the lock-free fast path
+        ("0", 3, 3),  # one device, threaded processes
+        (None, 3, 3),  # two devices: the card is asked of the driver on every call
+    ],
+)
 def test_racing_allocations_never_exceed_the_share(seed_env, native_root, tmp_path, visible, processes, threads):
     env = dict(seed_env, GPUSHARE_MEMORY_LIMIT_0=f"{SHARE_MIB}MiB")
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     truth = tmp_path / "truth"
     truth.write_bytes(bytes(16))
-    procs = [subprocess.Popen([PYTHON, "-c", WORKER, str(truth), str(threads), "1500", str(i)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-c", WORKER, str(truth), str(threads), "1500", str(i)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(processes)
+    ]
     ok = oom = 0
     for p in procs:
         out, err = p.communicate(timeout=120)

@@ -8,6 +8,7 @@ must break exactly the property the conformance checks read.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import subprocess
 import pytest
 
 from conftest import run, tool
+from gpushare_conformance.sandbox import sandbox_env
 
 OOM = "CUDA_ERROR_OUT_OF_MEMORY"
 SHARE = 4096  # seed_env: 4 GiB on each card
@@ -47,8 +49,14 @@ def test_cycles_allocate_the_whole_share_again_and_again(seed_env, native_root):
     assert "allocated and freed 1 x 4032 MiB on device 0 19 times" in done.stdout
 
 
-def test_leak_frees_fails_the_second_cycle_naming_it(seed_env, native_root):
-    env = faulty(seed_env, "leak-frees")
+@pytest.mark.parametrize("cards", [[1, 2], [1]], ids=["two-cards", "one-card-fast-path"])
+def test_leak_frees_fails_the_second_cycle_naming_it(seed_inventory, native_root, tmp_path, cards):
+    env = faulty(
+        sandbox_env(
+            seed_inventory, cards, SHARE, base_env=os.environ, usage_file=tmp_path / "usage", native_root=native_root
+        ),
+        "leak-frees",
+    )
     done = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE - 64), "--cycles", "20"), env)
     assert done.returncode == 2 and OOM in done.stdout and "cycle 2 of 20" in done.stdout, done.stdout
     assert "FAULT INJECTED: GPUSHARE_SHIM_FAULT=leak-frees" in done.stderr

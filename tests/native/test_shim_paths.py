@@ -11,16 +11,22 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, SEED_INVENTORY, run, tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import PYTHON, SEED_INVENTORY, run, tool
 from gpushare_conformance import native
 from gpushare_conformance.sandbox import sandbox_env
 
 PATHS = ["alloc", "pitch", "managed", "async", "pool", "vmm"]
-ENTRY = {"alloc": "cuMemAlloc_v2", "pitch": "cuMemAllocPitch_v2", "managed": "cuMemAllocManaged",
-         "async": "cuMemAllocAsync", "pool": "cuMemAllocFromPoolAsync", "vmm": "cuMemCreate"}
+ENTRY = {
+    "alloc": "cuMemAlloc_v2",
+    "pitch": "cuMemAllocPitch_v2",
+    "managed": "cuMemAllocManaged",
+    "async": "cuMemAllocAsync",
+    "pool": "cuMemAllocFromPoolAsync",
+    "vmm": "cuMemCreate",
+}
 MIB = 1 << 20
 
 
@@ -144,8 +150,14 @@ for line in sys.stdin:
 
 class Worker:
     def __init__(self, env: dict[str, str], script: Path):
-        self.p = subprocess.Popen([PYTHON, str(script)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [PYTHON, str(script)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def ask(self, *cmd) -> dict:
         self.p.stdin.write(json.dumps(cmd) + "\n")
@@ -251,7 +263,9 @@ def test_two_processes_on_random_paths_never_exceed_the_share(ops):
 def test_paths_under_address_sanitizer(path, seed_inventory, tmp_path):
     """The mock driver and the shim, built with AddressSanitizer, on every path."""
     root = native.ensure_built(asan=True)
-    env = sandbox_env(seed_inventory, [1, 2], 4096, base_env=os.environ, usage_file=tmp_path / "usage", native_root=root)
+    env = sandbox_env(
+        seed_inventory, [1, 2], 4096, base_env=os.environ, usage_file=tmp_path / "usage", native_root=root
+    )
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env["LD_PRELOAD"] = ":".join(p for p in (libasan, env.get("LD_PRELOAD")) if p)
     fits, over = probe(env, root, path, 1024, 4), probe(env, root, path, 1024, 5)

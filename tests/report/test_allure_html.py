@@ -46,12 +46,26 @@ def _page_text(html: str) -> str:
 def _open(url: str, profile: Path) -> str:
     """The page's DOM once its scripts have run, from headless Chromium (fresh profile)."""
     chromium = _tool(CHROMIUM, "install Debian's chromium (ci/host-packages.txt, ci/setup.sh)")
-    argv = [str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-            # the report reads its data files next to index.html
-            "--allow-file-access-from-files", "--virtual-time-budget=15000", "--dump-dom", url]
+    argv = [
+        str(chromium),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        # the report reads its data files next to index.html
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=15000",
+        "--dump-dom",
+        url,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0 and "<body" in done.stdout, f"chromium on {url} exited {done.returncode}: {done.stderr[-2000:]}"
+    assert done.returncode == 0 and "<body" in done.stdout, (
+        f"chromium on {url} exited {done.returncode}: {done.stderr[-2000:]}"
+    )
     return _page_text(done.stdout)
 
 
@@ -61,12 +75,33 @@ def seed_results(cluster, suite_options, tmp_path) -> Path:
     if suite_options.cluster != "local":
         pytest.skip(f"runs the seed check in a child pytest on --cluster local, not {suite_options.cluster}")
     results = tmp_path / "allure-results"
-    argv = [sys.executable, "-m", "pytest", SEED, "--cluster", "local", "--keep-cluster-up", "-p", "no:cacheprovider",
-            "-q", "--alluredir", str(results), "--report-dir", str(tmp_path / "reports")]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        SEED,
+        "--cluster",
+        "local",
+        "--keep-cluster-up",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--alluredir",
+        str(results),
+        "--report-dir",
+        str(tmp_path / "reports"),
+    ]
     if suite_options.mock_inventory is not None:
         argv += ["--mock-inventory", str(suite_options.mock_inventory)]
-    child = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=CHILD_TIMEOUT_S, check=False)
+    child = subprocess.run(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
     assert child.returncode == 0, f"the seed check failed in the child run:\n{child.stdout[-4000:]}"
     assert "gpushare verdict summary" in child.stdout, "the child run prints the verdict summary"
     return results
@@ -87,6 +122,7 @@ def test_allure_results_are_organised_like_the_seed(seed_results):
     assert result["name"] == "The seed's Job gets 4 GiB on each of 2 cards"
     assert labels["feature"] == [AREAS["seed"]] and labels["severity"] == ["blocker"]
     assert labels["parentSuite"] == [AREAS["seed"]]
+    assert result["titlePath"] == [AREAS["seed"], RULES["multi_gpu_share"].words]
     assert set(labels["story"]) == {RULES[r].words for r in CHECKS["test_seed_job_gets_4gib_on_each_of_2_cards"].rules}
     assert any(link["url"].startswith("https://www.alibabacloud.com/") for link in result["links"])
     assert "Seed rules verified" in result["description"]
@@ -101,21 +137,31 @@ def test_html_report_shows_the_seed_check_its_steps_and_its_nvidia_smi(seed_resu
     allure = _tool(ALLURE, "run ci/setup.sh (npm install of allure 3 into the cache)")
     html = tmp_path / "allure-report"
     name = report_name({"stack": "reference", "cluster": "local"})
-    done = subprocess.run([str(allure), "generate", str(seed_results), "-o", str(html), "--report-name", name],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(allure), "generate", str(seed_results), "-o", str(html), "--report-name", name],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0 and (html / "index.html").exists(), f"allure generate: {done.stdout}{done.stderr}"
 
     overview = _open((html / "index.html").as_uri(), tmp_path / "profile-overview")
     assert name in overview, overview[:2000]
     assert AREAS["seed"] in overview, f"the tree is grouped by the seed's areas: {overview[:2000]}"
 
-    seed_id = next(p.stem for p in (html / "data" / "test-results").glob("*.json")
-                   if "test_seed_job_gets_4gib_on_each_of_2_cards" in p.read_text())
+    seed_id = next(
+        p.stem
+        for p in (html / "data" / "test-results").glob("*.json")
+        if "test_seed_job_gets_4gib_on_each_of_2_cards" in p.read_text()
+    )
     page = _open(f"{(html / 'index.html').as_uri()}#{seed_id}", tmp_path / "profile-seed")
     assert "The seed's Job gets 4 GiB on each of 2 cards" in page, page[:3000]
-    for step in ("Create the seed's Job: aliyun.com/gpu-mem 8, gpu-count 2",
-                 "Terminal (API exec): nvidia-smi lists 2 cards of about 4 GiB",
-                 "Logs: the totalMemory line appears twice, about 4 GiB each"):
+    for step in (
+        "Create the seed's Job: aliyun.com/gpu-mem 8, gpu-count 2",
+        "Terminal (API exec): nvidia-smi lists 2 cards of about 4 GiB",
+        "Logs: the totalMemory line appears twice, about 4 GiB each",
+    ):
         assert step in page, f"step {step!r} not on the page: {page[:3000]}"
     assert "blocker" in page.lower() and "<lambda>" not in page
 

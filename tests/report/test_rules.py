@@ -29,8 +29,10 @@ def _checks_in_conformance() -> dict[str, tuple[str, list[str]]]:
 
 def test_every_check_of_conformance_has_a_registry_entry():
     missing = [f"{file}::{name}" for name, (file, _) in _checks_in_conformance().items() if name not in CHECKS]
-    assert not missing, ("checks without an entry in gpushare_conformance/rules.py CHECKS (title, area, rules, "
-                         f"severity): {', '.join(missing)}")
+    assert not missing, (
+        "checks without an entry in gpushare_conformance/rules.py CHECKS (title, area, rules, "
+        f"severity): {', '.join(missing)}"
+    )
 
 
 def test_every_registry_entry_names_a_check_that_exists():
@@ -54,7 +56,10 @@ def test_validate_names_a_bad_entry():
         problems = validate()
     finally:
         rules_module.CHECKS = original
-    assert "check test_x: area 'nowhere' is not one of seed, grid, restrictions, isolation, lifecycle, limitation" in problems
+    assert (
+        "check test_x: area 'nowhere' is not one of seed, grid, restrictions, isolation, lifecycle, limitation"
+        in problems
+    )
     assert "check test_x: unknown rule 'no_such_rule'" in problems
     assert any("severity 'urgent'" in p for p in problems)
 
@@ -69,12 +74,21 @@ def test_titles_fill_in_every_parameter():
         assert title[0].isupper(), f"{file}::{name}: title {title!r} should read like a sentence"
 
 
-@pytest.mark.parametrize(("nodeid", "name"), [
-    ("conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card[3GiBx2]",
-     "test_n_gib_over_m_cards_gives_n_over_m_on_each_card"),
-    ("test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards", "test_seed_job_gets_4gib_on_each_of_2_cards"),
-    ("tests/t.py::test_ids[conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card]", "test_ids"),
-], ids=["parametrized", "plain", "parameter-holding-a-node-id"])
+@pytest.mark.parametrize(
+    ("nodeid", "name"),
+    [
+        (
+            "conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card[3GiBx2]",
+            "test_n_gib_over_m_cards_gives_n_over_m_on_each_card",
+        ),
+        ("test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards", "test_seed_job_gets_4gib_on_each_of_2_cards"),
+        (
+            "tests/t.py::test_ids[conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card]",
+            "test_ids",
+        ),
+    ],
+    ids=["parametrized", "plain", "parameter-holding-a-node-id"],
+)
 def test_check_name_of_a_node_id(nodeid, name):
     assert check_name(nodeid) == name
 

@@ -31,19 +31,29 @@ SCREEN_LINES, WIDTH = 24, 100
 
 
 def _fake_run() -> VerdictFile:
-    seed = [record_from_verdict(SEED, v) for v in (check_card_count(2, 2), check_card_total(4096, 4, 16160),
-                                                   check_card_total(4096, 4, 16160))]
+    seed = [
+        record_from_verdict(SEED, v)
+        for v in (check_card_count(2, 2), check_card_total(4096, 4, 16160), check_card_total(4096, 4, 16160))
+    ]
     seed.append(VerdictRecord(SEED, "total_memory_lines", "2", "2", True, detail="'totalMemory:' lines: 2"))
-    isolation = [record_from_verdict(ISOLATION, check_card_count(2, 2)),
-                 record_from_verdict(ISOLATION, check_card_total(16160, 2, 16160))]
-    info = [VerdictRecord(LIMITATION, "compute_isolation", "-", "not isolated: pods share a card's compute", True,
-                          kind="info")]
+    isolation = [
+        record_from_verdict(ISOLATION, check_card_count(2, 2)),
+        record_from_verdict(ISOLATION, check_card_total(16160, 2, 16160)),
+    ]
+    info = [
+        VerdictRecord(
+            LIMITATION, "compute_isolation", "-", "not isolated: pods share a card's compute", True, kind="info"
+        )
+    ]
     return VerdictFile(
         seed + isolation + info,
         {
             SEED: CheckOutcome("passed"),
-            ISOLATION: CheckOutcome("failed", "card_total: 16160 MiB is the card's physical size",
-                                    ("reports/diagnostics/gs-alloc-1-ab12", "allure: reports/allure-results")),
+            ISOLATION: CheckOutcome(
+                "failed",
+                "card_total: 16160 MiB is the card's physical size",
+                ("reports/diagnostics/gs-alloc-1-ab12", "allure: reports/allure-results"),
+            ),
             GRID: CheckOutcome("skipped", "needs 2 cards on one node; the largest GPU node has 1"),
             LIMITATION: CheckOutcome("passed"),
         },
@@ -125,16 +135,32 @@ FAKE_CHECKS = textwrap.dedent('''
 
 def _run_fake(tmp_path, *extra):
     (tmp_path / "test_fake_checks.py").write_text(FAKE_CHECKS.replace("REPORT", str(tmp_path / "r")))
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path), "--rootdir",
-                           str(tmp_path), "--report-dir", str(tmp_path / "r"), *extra],
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path),
+            "--rootdir",
+            str(tmp_path),
+            "--report-dir",
+            str(tmp_path / "r"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def _summary_block(stdout: str) -> list[str]:
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if "gpushare verdict summary" in line)
-    return lines[start + 1: start + 1 + next(i for i, line in enumerate(lines[start + 1:]) if line.startswith("full"))
-                 + 1]
+    return lines[
+        start + 1 : start + 1 + next(i for i, line in enumerate(lines[start + 1 :]) if line.startswith("full")) + 1
+    ]
 
 
 def test_pytest_prints_the_summary_from_the_reports(tmp_path):
@@ -143,18 +169,22 @@ def test_pytest_prints_the_summary_from_the_reports(tmp_path):
     assert not ANSI.search(result.stdout), "no colour when stdout is not a terminal"
     block = _summary_block(result.stdout)
     assert len(block) <= SCREEN_LINES, "\n".join(block)
-    assert any(line.startswith("PASS") and "N/M GiB on each of M cards" in line and "2 cards x 4096 MiB" in line
-               for line in block), "\n".join(block)
+    assert any(
+        line.startswith("PASS") and "N/M GiB on each of M cards" in line and "2 cards x 4096 MiB" in line
+        for line in block
+    ), "\n".join(block)
     fail = next(i for i, line in enumerate(block) if line.startswith("FAIL"))
     assert "16160" in block[fail] and str(tmp_path / "r" / "diagnostics" / "gs-alloc-1-ab12") in block[fail + 1]
     assert any(line.startswith("SKIP") and "restarts lose no allocation" in line for line in block)
     written = read_verdicts(tmp_path / "r" / "verdicts.json")
-    assert sorted(written.outcomes) == sorted([
-        "test_fake_checks.py::test_seed_job_gets_4gib_on_each_of_2_cards",
-        "test_fake_checks.py::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory",
-        "test_fake_checks.py::test_restarting_a_component_loses_no_allocation_and_double_books_nothing[device plugin]",
-        "test_fake_checks.py::test_restarting_a_component_loses_no_allocation_and_double_books_nothing[extender]",
-    ]), "only the checks, not test_not_a_check"
+    assert sorted(written.outcomes) == sorted(
+        [
+            "test_fake_checks.py::test_seed_job_gets_4gib_on_each_of_2_cards",
+            "test_fake_checks.py::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory",
+            "test_fake_checks.py::test_restarting_a_component_loses_no_allocation_and_double_books_nothing[device plugin]",
+            "test_fake_checks.py::test_restarting_a_component_loses_no_allocation_and_double_books_nothing[extender]",
+        ]
+    ), "only the checks, not test_not_a_check"
     assert len(written.records) == 3
 
 
@@ -195,8 +225,9 @@ def test_run_prints_all_verdicts_then_the_rules(tmp_path, monkeypatch, capsys):
 
 def test_run_without_verdicts_all_prints_only_the_rules(tmp_path, monkeypatch, capsys):
     report_dir = tmp_path / "reports"
-    monkeypatch.setattr(run, "_run_to_the_end", lambda argv: write_verdicts(report_dir / "verdicts.json",
-                                                                             _fake_run()) and 0)
+    monkeypatch.setattr(
+        run, "_run_to_the_end", lambda argv: write_verdicts(report_dir / "verdicts.json", _fake_run()) and 0
+    )
     assert run.main(["run", "--report-dir", str(report_dir)]) == 0
     out = capsys.readouterr().out
     assert SEED not in out and "full list: gpushare-conformance run --verdicts all" in out

@@ -27,7 +27,7 @@ def test_strip_gogo_removes_only_gogoproto():
         "option (gogoproto.stringer_all) =  true;\n"
         'option go_package = "v1beta1";\n'
         "message Device {\n"
-        "\tstring ID = 1 [(gogoproto.customname) = \"ID\"];\n"
+        '\tstring ID = 1 [(gogoproto.customname) = "ID"];\n'
         "\tstring health = 2 [deprecated = true, (gogoproto.nullable) = false];\n"
         "}\n"
     )
@@ -46,4 +46,9 @@ def test_stubs_carry_kubelet_service_names():
     assert api_pb2.DESCRIPTOR.package == "v1beta1"
     assert [m.name for m in services["Registration"].methods] == ["Register"]
     assert [m.name for m in services["DevicePlugin"].methods] == [
-        "GetDevicePluginOptions", "ListAndWatch", "GetPreferredAllocation", "Allocate", "PreStartContainer"]
+        "GetDevicePluginOptions",
+        "ListAndWatch",
+        "GetPreferredAllocation",
+        "Allocate",
+        "PreStartContainer",
+    ]

@@ -60,8 +60,9 @@ class Inventory:
     """The cards NVML would report; tests remove one to simulate a lost card."""
 
     def __init__(self, n: int) -> None:
-        self.cards = [GpuCard(i, f"GPU-{i:08d}-0000-0000-0000-000000000000", "Tesla V100-SXM2-16GB", V100)
-                      for i in range(n)]
+        self.cards = [
+            GpuCard(i, f"GPU-{i:08d}-0000-0000-0000-000000000000", "Tesla V100-SXM2-16GB", V100) for i in range(n)
+        ]
 
     def __call__(self) -> list[GpuCard]:
         return list(self.cards)
@@ -78,8 +79,9 @@ def socket_dir():
 def running(socket_dir):
     kubelet = FakeKubelet(socket_dir)
     inventory = Inventory(3)
-    plugin = DevicePlugin("node-1", inventory, kube=None, socket_dir=socket_dir,
-                          health_interval_s=0.2, kubelet_check_s=0.05)
+    plugin = DevicePlugin(
+        "node-1", inventory, kube=None, socket_dir=socket_dir, health_interval_s=0.2, kubelet_check_s=0.05
+    )
     thread = threading.Thread(target=plugin.run, daemon=True)
     thread.start()
     kubelet.wait_for(2)
@@ -154,13 +156,19 @@ def test_reregisters_when_kubelet_socket_is_recreated(running, socket_dir):
 
 def test_allocate_refuses_unknown_device_ids(running, socket_dir):
     with pytest.raises(grpc.RpcError) as info:
-        stub(socket_dir, MEM_SOCKET).Allocate(api_pb2.AllocateRequest(container_requests=[
-            api_pb2.ContainerAllocateRequest(devices_ids=["GPU-nope-_-0"])]), timeout=5)
+        stub(socket_dir, MEM_SOCKET).Allocate(
+            api_pb2.AllocateRequest(
+                container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["GPU-nope-_-0"])]
+            ),
+            timeout=5,
+        )
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details() == "gpushare: device ID 'GPU-nope-_-0' names no card of node node-1"
     with pytest.raises(grpc.RpcError) as info:
-        stub(socket_dir, MEM_SOCKET).Allocate(api_pb2.AllocateRequest(container_requests=[
-            api_pb2.ContainerAllocateRequest(devices_ids=["garbage"])]), timeout=5)
+        stub(socket_dir, MEM_SOCKET).Allocate(
+            api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=["garbage"])]),
+            timeout=5,
+        )
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not of the form <uuid>-_-<k>" in info.value.details()
 
@@ -169,17 +177,23 @@ def test_allocate_without_api_access_fails_instead_of_guessing(running, socket_d
     _, inventory, _ = running
     ids = [f"{inventory.cards[0].uuid}-_-{k}" for k in range(8)]
     with pytest.raises(grpc.RpcError) as info:
-        stub(socket_dir, MEM_SOCKET).Allocate(api_pb2.AllocateRequest(container_requests=[
-            api_pb2.ContainerAllocateRequest(devices_ids=ids)]), timeout=5)
+        stub(socket_dir, MEM_SOCKET).Allocate(
+            api_pb2.AllocateRequest(container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids)]), timeout=5
+        )
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "cannot find the pod" in info.value.details()
 
 
 def test_gpu_count_allocate_answers_every_container(running, socket_dir):
     _, inventory, _ = running
-    response = stub(socket_dir, COUNT_SOCKET).Allocate(api_pb2.AllocateRequest(container_requests=[
-        api_pb2.ContainerAllocateRequest(devices_ids=[inventory.cards[0].uuid]),
-        api_pb2.ContainerAllocateRequest(devices_ids=[inventory.cards[1].uuid, inventory.cards[2].uuid]),
-    ]), timeout=5)
+    response = stub(socket_dir, COUNT_SOCKET).Allocate(
+        api_pb2.AllocateRequest(
+            container_requests=[
+                api_pb2.ContainerAllocateRequest(devices_ids=[inventory.cards[0].uuid]),
+                api_pb2.ContainerAllocateRequest(devices_ids=[inventory.cards[1].uuid, inventory.cards[2].uuid]),
+            ]
+        ),
+        timeout=5,
+    )
     assert len(response.container_responses) == 2
     assert all(not r.envs and not r.mounts for r in response.container_responses)

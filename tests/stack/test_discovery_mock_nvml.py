@@ -53,13 +53,17 @@ def test_cards_from_mock_nvml_and_lost_card_turns_unhealthy(tmp_path):
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(INVENTORY)
     env = {**os.environ, "LD_LIBRARY_PATH": str(MOCK_NVML.parent), "GPUSHARE_MOCK_INVENTORY": str(inventory)}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(inventory)], env=env, cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(inventory)], env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     cards = result["annotation"]
     assert [(c["index"], c["memory_mib"], c["memory_gib"], c["healthy"]) for c in cards] == [
-        (0, 16160, 15, True), (1, 16160, 15, True), (2, 15079, 14, True)]
+        (0, 16160, 15, True),
+        (1, 16160, 15, True),
+        (2, 15079, 14, True),
+    ]
     assert len({c["uuid"] for c in cards}) == 3 and all(c["uuid"].startswith("GPU-") for c in cards)
     assert len(result["before"]) == 15 + 15 + 14
     assert {h for _, h in result["before"]} == {"Healthy"}

@@ -18,8 +18,9 @@ KUBECTL = shutil.which("kubectl")
 def render(path: str) -> list[dict]:
     if KUBECTL is None:
         pytest.skip("kubectl not installed (needed for `kubectl kustomize`)")
-    out = subprocess.run([KUBECTL, "kustomize", str(MANIFESTS / path)], check=True,
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        [KUBECTL, "kustomize", str(MANIFESTS / path)], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -31,10 +32,15 @@ def by_kind(docs: list[dict], kind: str, name: str) -> dict:
 def test_stack_objects_and_least_privilege_rbac():
     docs = render("stack")
     assert render(".") == docs
-    assert {d["metadata"].get("namespace") for d in docs if d["kind"] not in
-            ("Namespace", "ClusterRole", "ClusterRoleBinding")} == {"gpushare-system"}
-    rules = {name: sorted((tuple(r["resources"]), tuple(r["verbs"])) for r in by_kind(docs, "ClusterRole", name)["rules"])
-             for name in ("gpushare-extender", "gpushare-device-plugin")}
+    assert {
+        d["metadata"].get("namespace")
+        for d in docs
+        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+    } == {"gpushare-system"}
+    rules = {
+        name: sorted((tuple(r["resources"]), tuple(r["verbs"])) for r in by_kind(docs, "ClusterRole", name)["rules"])
+        for name in ("gpushare-extender", "gpushare-device-plugin")
+    }
     assert rules["gpushare-extender"] == [
         (("nodes",), ("get", "list", "watch")),
         (("pods",), ("get", "list", "watch", "patch")),
@@ -87,8 +93,12 @@ def test_seed_job_is_the_seeds_and_mock_overrides_only_the_image():
     assert template["metadata"]["labels"]["aliyun.com/gpu-count"] == "2"
     (c,) = template["spec"]["containers"]
     assert c["image"] == "registry.cn-beijing.aliyuncs.com/ai-samples/gpushare-sample:tensorflow-1.5"
-    assert c["command"] == ["python", "tensorflow-sample-code/tfjob/docker/mnist/main.py",
-                            "--max_steps=100000", "--data_dir=tensorflow-sample-code/data"]
+    assert c["command"] == [
+        "python",
+        "tensorflow-sample-code/tfjob/docker/mnist/main.py",
+        "--max_steps=100000",
+        "--data_dir=tensorflow-sample-code/data",
+    ]
     assert c["workingDir"] == "/root" and c["resources"]["limits"]["aliyun.com/gpu-mem"] == 8
     assert template["spec"]["restartPolicy"] == "Never"
     (mock,) = render("workloads/mock")

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import pytest
+from stack_objects import pod
 
 from gpushare_stack import contract
 from gpushare_stack.allocation import Allocation, bind_annotations
 from gpushare_stack.deviceplugin.environment import container_environment
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, match_allocation
-from stack_objects import pod
 
 
 def bound(name: str, gib, count: int, cards: tuple[int, ...], assume: int, node: str = "n1", **kw) -> dict:
     gibs = gib if isinstance(gib, list) else [gib]
-    alloc = Allocation(uid="", namespace="default", name=name, node=node,
-                       containers={i: {c: g // count for c in cards} for i, g in enumerate(gibs)},
-                       assume_time_ns=assume)
+    alloc = Allocation(
+        uid="",
+        namespace="default",
+        name=name,
+        node=node,
+        containers={i: {c: g // count for c in cards} for i, g in enumerate(gibs)},
+        assume_time_ns=assume,
+    )
     return pod(name, gib, count=count, node=node, annotations=bind_annotations(alloc), **kw)
 
 
@@ -41,7 +46,8 @@ def test_only_pending_unassigned_pods_of_this_node_with_that_request_match():
         match_allocation(pods[:-1], "n1", 8, {})
     assert str(info.value).startswith(
         "gpushare: no pending pod on node n1 has a container asking aliyun.com/gpu-mem=8 "
-        "with ALIYUN_COM_GPU_MEM_ASSIGNED=false")
+        "with ALIYUN_COM_GPU_MEM_ASSIGNED=false"
+    )
 
 
 def test_multi_container_pod_is_matched_container_by_container():
@@ -60,7 +66,9 @@ def test_multi_container_pod_is_matched_container_by_container():
 def test_malformed_annotations_are_reported_not_guessed():
     broken = bound("broken", 8, 2, (0, 1), assume=1)
     broken["metadata"]["annotations"][contract.ANN_ACK_ALLOCATION] = "{bad"
-    with pytest.raises(AllocationMatchError, match=r"skipped: default/broken: .*scheduler.framework.gpushare.allocation"):
+    with pytest.raises(
+        AllocationMatchError, match=r"skipped: default/broken: .*scheduler.framework.gpushare.allocation"
+    ):
         match_allocation([broken], "n1", 8, {})
 
 
@@ -77,7 +85,8 @@ def test_seed_environment_and_mounts():
         "GPUSHARE_MEMORY_LIMIT_1": "4GiB",
     }
     assert [(m.host_path, m.container_path, m.read_only) for m in mounts] == [
-        ("/var/lib/gpushare/native", "/usr/local/gpushare", True)]
+        ("/var/lib/gpushare/native", "/usr/local/gpushare", True)
+    ]
 
 
 def test_allocate_adds_no_driver_file_the_node_toolkit_does():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from stack_objects import pod
 
 from gpushare_stack.request import ShareRequestError, is_share_pod, share_request
-from stack_objects import pod
 
 
 def test_seed_request_is_two_cards_of_four_gib():
@@ -17,10 +17,17 @@ def test_missing_count_label_means_one_card():
     assert share_request(pod("single", 3)).count == 1
 
 
-@pytest.mark.parametrize("gib, count, message", [
-    (8, 3, "gpushare: N/M must be an integer: aliyun.com/gpu-mem=8, aliyun.com/gpu-count=3 gives 2.67 GiB per card"),
-    (8, 0, "gpushare: label aliyun.com/gpu-count must be >= 1, got '0'"),
-])
+@pytest.mark.parametrize(
+    "gib, count, message",
+    [
+        (
+            8,
+            3,
+            "gpushare: N/M must be an integer: aliyun.com/gpu-mem=8, aliyun.com/gpu-count=3 gives 2.67 GiB per card",
+        ),
+        (8, 0, "gpushare: label aliyun.com/gpu-count must be >= 1, got '0'"),
+    ],
+)
 def test_bad_requests_name_rule_and_values(gib, count, message):
     with pytest.raises(ShareRequestError) as info:
         share_request(pod("bad", gib, count=count))
@@ -30,7 +37,9 @@ def test_bad_requests_name_rule_and_values(gib, count, message):
 def test_non_integer_values_are_refused_with_field_and_value():
     bad_label = pod("bad", 8)
     bad_label["metadata"]["labels"]["aliyun.com/gpu-count"] = "two"
-    with pytest.raises(ShareRequestError, match=r"label aliyun.com/gpu-count must be a non-negative integer, got 'two'"):
+    with pytest.raises(
+        ShareRequestError, match=r"label aliyun.com/gpu-count must be a non-negative integer, got 'two'"
+    ):
         share_request(bad_label)
     bad_limit = pod("bad", 8)
     bad_limit["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-mem"] = "8Gi"

@@ -22,39 +22,61 @@ def test_existing_defaults_to_real_gpus():
     assert opts(gpushare_cluster="existing").mocked_nvml is False
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"gpushare_cluster": "minikube"}, r"--cluster: unknown cluster 'minikube'"),
-    ({"gpushare_stack": "volcano"}, r"--stack: unknown stack profile 'volcano'"),
-    ({"gpushare_context": "prod"}, r"--context='prod' only applies"),
-    ({"gpushare_kubeconfig": "/tmp/x"}, r"--cluster-kubeconfig only applies"),
-    ({"gpushare_cluster": "existing", "gpushare_kubeconfig": "/nonexistent/kubeconfig"},
-     r"--cluster-kubeconfig: file not found"),
-    ({"gpushare_timeouts": ["pod_start"]}, r"--timeout 'pod_start': expected NAME=SECONDS"),
-    ({"gpushare_timeouts": ["pod_begin=3"]}, r"--timeout: unknown time-out 'pod_begin'"),
-    ({"gpushare_timeouts": ["pod_start=soon"]}, r"--timeout 'pod_start=soon': 'soon' is not a number"),
-    ({"gpushare_timeouts": ["pod_start=-1"]}, r"--timeout pod_start=-1.0: must be a positive"),
-    ({"gpushare_mocked_nvml": False}, r"--real-gpu: the local provider has no GPUs"),
-    ({"gpushare_wait_timeout": "soon"}, r"--wait-timeout: expected seconds"),
-    ({"gpushare_wait_timeout": 0}, r"--wait-timeout: must be positive"),
-    ({"gpushare_cluster": "kind", "gpushare_kind_binary": "/nonexistent/kind"}, r"--kind-binary: '/nonexistent/kind'"),
-    ({"gpushare_kind_binary": "sh"}, r"--kind-binary only applies to --cluster kind"),
-    ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--mock-inventory: file not found"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"gpushare_cluster": "minikube"}, r"--cluster: unknown cluster 'minikube'"),
+        ({"gpushare_stack": "volcano"}, r"--stack: unknown stack profile 'volcano'"),
+        ({"gpushare_context": "prod"}, r"--context='prod' only applies"),
+        ({"gpushare_kubeconfig": "/tmp/x"}, r"--cluster-kubeconfig only applies"),
+        (
+            {"gpushare_cluster": "existing", "gpushare_kubeconfig": "/nonexistent/kubeconfig"},
+            r"--cluster-kubeconfig: file not found",
+        ),
+        ({"gpushare_timeouts": ["pod_start"]}, r"--timeout 'pod_start': expected NAME=SECONDS"),
+        ({"gpushare_timeouts": ["pod_begin=3"]}, r"--timeout: unknown time-out 'pod_begin'"),
+        ({"gpushare_timeouts": ["pod_start=soon"]}, r"--timeout 'pod_start=soon': 'soon' is not a number"),
+        ({"gpushare_timeouts": ["pod_start=-1"]}, r"--timeout pod_start=-1.0: must be a positive"),
+        ({"gpushare_mocked_nvml": False}, r"--real-gpu: the local provider has no GPUs"),
+        ({"gpushare_wait_timeout": "soon"}, r"--wait-timeout: expected seconds"),
+        ({"gpushare_wait_timeout": 0}, r"--wait-timeout: must be positive"),
+        (
+            {"gpushare_cluster": "kind", "gpushare_kind_binary": "/nonexistent/kind"},
+            r"--kind-binary: '/nonexistent/kind'",
+        ),
+        ({"gpushare_kind_binary": "sh"}, r"--kind-binary only applies to --cluster kind"),
+        ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--mock-inventory: file not found"),
+    ],
+)
 def test_bad_options_name_the_option(values, message):
     with pytest.raises(OptionError, match=message):
         opts(**values)
 
 
 def _pytest(*args):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_pytest_help_lists_the_suite_options():
     out = _pytest("--help").stdout
-    for option in ("--cluster", "--cluster-kubeconfig", "--context", "--deploy-stack", "--stack", "--keep-cluster-up",
-                   "--keep-namespaces", "--kind-binary", "--kubectl-binary", "--report-dir", "--mock-nvml",
-                   "--real-gpu", "--wait-timeout", "--timeout"):
+    for option in (
+        "--cluster",
+        "--cluster-kubeconfig",
+        "--context",
+        "--deploy-stack",
+        "--stack",
+        "--keep-cluster-up",
+        "--keep-namespaces",
+        "--kind-binary",
+        "--kubectl-binary",
+        "--report-dir",
+        "--mock-nvml",
+        "--real-gpu",
+        "--wait-timeout",
+        "--timeout",
+    ):
         assert option in out, option
 
 
@@ -75,7 +97,8 @@ def test_gpu_checks_are_skipped_with_a_reason_when_nvml_is_mocked(tmp_path):
     # Only the suite's own cluster checks are skipped: an unrelated test marked gpu runs.
     (tmp_path / "test_x.py").write_text(
         "import pytest\n\n@pytest.mark.gpu\ndef test_needs_gpu(cluster):\n    raise AssertionError('ran')\n\n"
-        "@pytest.mark.gpu\ndef test_someone_elses_gpu_test():\n    pass\n")
+        "@pytest.mark.gpu\ndef test_someone_elses_gpu_test():\n    pass\n"
+    )
     result = _pytest(str(tmp_path), "-rs", "--rootdir", str(tmp_path))
     assert result.returncode == 0, result.stdout
     assert "1 passed, 1 skipped" in result.stdout

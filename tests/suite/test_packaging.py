@@ -30,8 +30,11 @@ def _declared() -> tuple[list[str], dict[str, str]]:
 
 def test_every_package_of_the_tree_is_installed_below_the_project_names():
     packages, mapping = _declared()
-    roots = {"gpushare_conformance": REPO / "gpushare_conformance", "gpushare_stack": REPO / "gpushare_stack",
-             **{name: REPO / path for name, path in mapping.items()}}
+    roots = {
+        "gpushare_conformance": REPO / "gpushare_conformance",
+        "gpushare_stack": REPO / "gpushare_stack",
+        **{name: REPO / path for name, path in mapping.items()},
+    }
     found = set()
     for name, root in roots.items():
         for init in root.rglob("__init__.py"):
@@ -70,8 +73,20 @@ def test_installs_beside_testing_cabal_fixtures_without_either_breaking(tmp_path
         shutil.copy2(REPO / name, source / name)
     for name in ("gpushare_conformance", "gpushare_stack", "fixtures", "conformance"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", str(source),
-          "-w", str(wheels)])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            str(source),
+            "-w",
+            str(wheels),
+        ]
+    )
     ours = sorted(wheels.glob("gpushare_conformance-*.whl"))[-1]
     theirs = _fixtures_wheel(tmp_path)
     venv = tmp_path / "venv"
@@ -86,9 +101,11 @@ def test_installs_beside_testing_cabal_fixtures_without_either_breaking(tmp_path
     assert "conformance" not in top, f"a top-level 'conformance' package was installed: {top}"
     assert (site / "fixtures" / "fixture.py").is_file(), "testing-cabal's fixtures was overwritten"
     assert not (site / "fixtures" / "plugin.py").exists(), "our plugin landed in testing-cabal's fixtures package"
-    probe = ("import fixtures, gpushare_conformance.fixtures.framework.wait as w, gpushare_conformance.conformance;"
-             "assert hasattr(fixtures, 'Fixture') and hasattr(fixtures, 'MonkeyPatch');"
-             "assert callable(w.poll_until); print(fixtures.__file__)")
+    probe = (
+        "import fixtures, gpushare_conformance.fixtures.framework.wait as w, gpushare_conformance.conformance;"
+        "assert hasattr(fixtures, 'Fixture') and hasattr(fixtures, 'MonkeyPatch');"
+        "assert callable(w.poll_until); print(fixtures.__file__)"
+    )
     assert "site-packages/fixtures/__init__.py" in _run([str(python), "-c", probe], cwd=tmp_path).stdout
     _run([*pip, "uninstall", "--quiet", "--yes", "gpushare-conformance"])
     _run([str(python), "-c", "import fixtures; fixtures.Fixture"], cwd=tmp_path)
@@ -101,7 +118,7 @@ def _pip_has_python_option() -> bool:
     return major >= 22
 
 
-UNRELATED_TESTS = '''
+UNRELATED_TESTS = """
 import signal
 
 import pytest
@@ -123,7 +140,7 @@ def test_kind_options_are_pytest_kinds(pytestconfig):
 
 def test_fails_on_purpose():
     assert 1 == 2
-'''
+"""
 
 
 def test_an_unrelated_project_sees_no_trace_of_the_plugin(tmp_path):
@@ -133,8 +150,13 @@ def test_an_unrelated_project_sees_no_trace_of_the_plugin(tmp_path):
     (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: the other project's own marker\n")
 
     def pytest_run(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--keep-cluster",
-                               *extra], cwd=project, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--keep-cluster", *extra],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     with_plugin, without = pytest_run(), pytest_run("-p", "no:gpushare_conformance")
     assert with_plugin.returncode == without.returncode == 1, with_plugin.stdout + with_plugin.stderr
@@ -145,6 +167,11 @@ def test_an_unrelated_project_sees_no_trace_of_the_plugin(tmp_path):
     assert outcomes(with_plugin.stdout) == outcomes(without.stdout)
     assert "3 passed, 1 failed" in with_plugin.stdout.replace("1 failed, 3 passed", "3 passed, 1 failed")
     assert "gpushare" not in with_plugin.stdout.lower().replace("gpushare-conformance-0.1.0", "")
-    fixtures_list = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--fixtures"],
-                                   cwd=project, capture_output=True, text=True, timeout=300).stdout
+    fixtures_list = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--fixtures"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     assert "kind_cluster" in fixtures_list, "pytest-kind's fixture is gone"

@@ -45,9 +45,17 @@ def test_exclusive_waits_for_everyone_and_holds_new_grants_back(tmp_path):
 
 
 def test_a_dead_holder_is_forgotten(tmp_path):
-    child = subprocess.run([sys.executable, "-c", (
-        "from gpushare_conformance.fixtures.framework.placement import Ledger, Need;"
-        f"Ledger({str(tmp_path)!r}, {{'gpu-a': 2}}).try_acquire('crashed', Need(cards=2))")], check=True)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "from gpushare_conformance.fixtures.framework.placement import Ledger, Need;"
+                f"Ledger({str(tmp_path)!r}, {{'gpu-a': 2}}).try_acquire('crashed', Need(cards=2))"
+            ),
+        ],
+        check=True,
+    )
     assert child.returncode == 0
     assert Ledger(tmp_path, {"gpu-a": 2}).try_acquire("next", Need(cards=2)) is not None
 

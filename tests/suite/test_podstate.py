@@ -4,28 +4,37 @@ from gpushare_conformance.fixtures.framework import podstate
 from gpushare_conformance.fixtures.framework.podstate import format_events, pod_state, scheduling_message, sort_events
 
 UNSCHEDULABLE_POD = {
-    "apiVersion": "v1", "kind": "Pod",
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "not-integer", "namespace": "gs-x"},
     "spec": {"containers": [{"name": "share", "image": "img"}], "schedulerName": "default-scheduler"},
     "status": {
         "phase": "Pending",
-        "conditions": [{
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "lastTransitionTime": "2026-01-10T10:00:01Z",
-            "message": "0/1 nodes are available: 1 gpushare: N/M must be an integer: aliyun.com/gpu-mem=3, "
-                       "aliyun.com/gpu-count=2 gives 1.50 GiB per card. preemption: 0/1 nodes are available.",
-        }],
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "lastTransitionTime": "2026-01-10T10:00:01Z",
+                "message": "0/1 nodes are available: 1 gpushare: N/M must be an integer: aliyun.com/gpu-mem=3, "
+                "aliyun.com/gpu-count=2 gives 1.50 GiB per card. preemption: 0/1 nodes are available.",
+            }
+        ],
         "qosClass": "BestEffort",
     },
 }
 
 FAILED_SCHEDULING_EVENT = {
-    "apiVersion": "v1", "kind": "Event",
+    "apiVersion": "v1",
+    "kind": "Event",
     "metadata": {"name": "not-integer.17f", "namespace": "gs-x", "creationTimestamp": "2026-01-10T10:00:01Z"},
     "involvedObject": {"kind": "Pod", "name": "not-integer", "namespace": "gs-x"},
-    "reason": "FailedScheduling", "type": "Warning",
+    "reason": "FailedScheduling",
+    "type": "Warning",
     "message": "0/1 nodes are available: 1 gpushare: N/M must be an integer.",
-    "firstTimestamp": None, "lastTimestamp": None, "eventTime": "2026-01-10T10:00:01.123456Z",
+    "firstTimestamp": None,
+    "lastTimestamp": None,
+    "eventTime": "2026-01-10T10:00:01.123456Z",
     "reportingComponent": "default-scheduler",
 }
 
@@ -49,34 +58,78 @@ def test_old_failed_scheduling_event_does_not_mark_a_bound_pod():
 
 
 def test_running_and_ready():
-    pod = {"spec": {"nodeName": "n1"}, "status": {"phase": "Running", "containerStatuses": [
-        {"name": "share", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": "2026-01-10T10:00:05Z"}}}]}}
+    pod = {
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "share",
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-01-10T10:00:05Z"}},
+                }
+            ],
+        },
+    }
     assert pod_state(pod).kind == podstate.RUNNING
 
 
 def test_image_pull_failure_is_stuck_with_message():
-    pod = {"spec": {"nodeName": "n1"}, "status": {"phase": "Pending", "containerStatuses": [
-        {"name": "share", "ready": False, "restartCount": 0, "image": "localhost/x:dev",
-         "state": {"waiting": {"reason": "ErrImageNeverPull",
-                               "message": "Container image \"localhost/x:dev\" is not present with pull policy of Never"}}}]}}
+    pod = {
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {
+                    "name": "share",
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "localhost/x:dev",
+                    "state": {
+                        "waiting": {
+                            "reason": "ErrImageNeverPull",
+                            "message": 'Container image "localhost/x:dev" is not present with pull policy of Never',
+                        }
+                    },
+                }
+            ],
+        },
+    }
     state = pod_state(pod)
     assert state.kind == podstate.STUCK and state.final
     assert "ErrImageNeverPull" in state.reason and "not present" in state.reason
 
 
 def test_admission_failure_from_device_plugin_gives_status_reason():
-    pod = {"spec": {"nodeName": "n1"}, "status": {
-        "phase": "Failed", "reason": "UnexpectedAdmissionError",
-        "message": "Pod was rejected: Allocate failed due to no pod with 4 GiB pending on node n1"}}
+    pod = {
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Failed",
+            "reason": "UnexpectedAdmissionError",
+            "message": "Pod was rejected: Allocate failed due to no pod with 4 GiB pending on node n1",
+        },
+    }
     state = pod_state(pod)
     assert state.kind == podstate.FAILED
     assert state.reason.startswith("UnexpectedAdmissionError: Pod was rejected")
 
 
 def test_failed_container_exit_code_is_in_the_reason():
-    pod = {"spec": {"nodeName": "n1"}, "status": {"phase": "Failed", "containerStatuses": [
-        {"name": "tensorflow-mnist-multigpu", "ready": False, "restartCount": 0,
-         "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "CUDA_ERROR_OUT_OF_MEMORY"}}}]}}
+    pod = {
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "tensorflow-mnist-multigpu",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "CUDA_ERROR_OUT_OF_MEMORY"}},
+                }
+            ],
+        },
+    }
     reason = pod_state(pod).reason
     assert "exit code 2" in reason and "CUDA_ERROR_OUT_OF_MEMORY" in reason
 
@@ -101,8 +154,11 @@ def test_pending_waiting_to_be_scheduled_is_not_final():
 
 def test_events_sorted_by_their_latest_time():
     older = dict(FAILED_SCHEDULING_EVENT, eventTime=None, lastTimestamp="2026-01-10T09:00:00Z", message="older")
-    series = dict(FAILED_SCHEDULING_EVENT, series={"count": 3, "lastObservedTime": "2026-01-10T11:00:00.000000Z"},
-                  message="newest")
+    series = dict(
+        FAILED_SCHEDULING_EVENT,
+        series={"count": 3, "lastObservedTime": "2026-01-10T11:00:00.000000Z"},
+        message="newest",
+    )
     ordered = sort_events([series, FAILED_SCHEDULING_EVENT, older])
     assert [e["message"] for e in ordered] == ["older", FAILED_SCHEDULING_EVENT["message"], "newest"]
     text = format_events([series, older])

@@ -61,11 +61,19 @@ def test_profile_cluster_mismatch_names_missing_resource_and_node():
 def test_allocated_cards_from_each_annotation_form():
     pod = {"metadata": {"name": "p", "annotations": {"ALIYUN_COM_GPU_MEM_IDX": "1,2"}}}
     assert get_profile("reference").allocated_cards(pod) == ["1", "2"]
-    ack = {"metadata": {"name": "p", "annotations": {
-        "scheduler.framework.gpushare.allocation": json.dumps({"0": {"3": 4, "1": 4}})}}}
+    ack = {
+        "metadata": {
+            "name": "p",
+            "annotations": {"scheduler.framework.gpushare.allocation": json.dumps({"0": {"3": 4, "1": 4}})},
+        }
+    }
     assert get_profile("ack").allocated_cards(ack) == ["1", "3"]
-    hami = {"metadata": {"name": "p", "annotations": {
-        "hami.io/vgpu-devices-allocated": "GPU-aaa,NVIDIA,4096,0:GPU-bbb,NVIDIA,4096,0:;"}}}
+    hami = {
+        "metadata": {
+            "name": "p",
+            "annotations": {"hami.io/vgpu-devices-allocated": "GPU-aaa,NVIDIA,4096,0:GPU-bbb,NVIDIA,4096,0:;"},
+        }
+    }
     assert get_profile("hami").allocated_cards(hami) == ["GPU-aaa", "GPU-bbb"]
 
 

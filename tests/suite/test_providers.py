@@ -5,7 +5,13 @@ import yaml
 
 from gpushare_conformance.fixtures.providers import ProviderError, get_provider
 from gpushare_conformance.fixtures.providers.existing import ExistingClusterError, ExistingProvider
-from gpushare_conformance.fixtures.providers.kind import SCHEDULER_CONFIG_PATH, KindProviderError, KindProvider, kind_config, scheduler_config
+from gpushare_conformance.fixtures.providers.kind import (
+    SCHEDULER_CONFIG_PATH,
+    KindProvider,
+    KindProviderError,
+    kind_config,
+    scheduler_config,
+)
 
 
 def test_unknown_provider_is_a_clear_error():
@@ -26,12 +32,18 @@ def test_existing_provider_missing_kubeconfig(tmp_path):
 
 def test_existing_provider_unreachable_cluster_names_the_kubeconfig(tmp_path):
     kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-    }))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
     provider = ExistingProvider(kubeconfig=kubeconfig, kubectl_binary="kubectl")
     with pytest.raises(ExistingClusterError, match=f"cannot list nodes with --kubeconfig {kubeconfig}"):
         provider.up(lambda _: None)
@@ -49,8 +61,11 @@ def test_kind_scheduler_config_names_the_extender():
 def test_kind_config_mounts_the_scheduler_config(tmp_path):
     config = kind_config(tmp_path / "sched.yaml")
     node = config["nodes"][0]
-    assert node["extraMounts"][0] == {"hostPath": str(tmp_path / "sched.yaml"), "containerPath": SCHEDULER_CONFIG_PATH,
-                                      "readOnly": True}
+    assert node["extraMounts"][0] == {
+        "hostPath": str(tmp_path / "sched.yaml"),
+        "containerPath": SCHEDULER_CONFIG_PATH,
+        "readOnly": True,
+    }
     patch = yaml.safe_load(node["kubeadmConfigPatches"][0])
     assert patch["scheduler"]["extraArgs"] == {"config": SCHEDULER_CONFIG_PATH}
 

@@ -65,8 +65,9 @@ def test_table_shows_check_expected_observed_result_and_never_cuts_the_check():
         VerdictRecord(SEED, "card_count", "2", "2", True),
         VerdictRecord(SEED, "card_total", "4096..4505 MiB and < 16160 MiB", "16160", False),
         VerdictRecord(SEED, long_check, "z" * 300, "[b]x[/b]", True),
-        VerdictRecord("conformance/test_limitation.py::test_compute", "compute_isolation", "-", "not isolated", True,
-                      kind="info"),
+        VerdictRecord(
+            "conformance/test_limitation.py::test_compute", "compute_isolation", "-", "not isolated", True, kind="info"
+        ),
     ]
     table = render_table(records, width=100, colour=False)
     lines = table.splitlines()
@@ -110,8 +111,10 @@ def test_reading_a_bad_verdicts_file_is_a_clear_error(tmp_path):
 
 
 def test_environment_properties(tmp_path):
-    path = write_environment(tmp_path, {"cluster": "local", "driver": "470.82.01", "mocked_nvml": "true",
-                                        "node.gpu-1.cards": "0:16160MiB,1:16160MiB"})
+    path = write_environment(
+        tmp_path,
+        {"cluster": "local", "driver": "470.82.01", "mocked_nvml": "true", "node.gpu-1.cards": "0:16160MiB,1:16160MiB"},
+    )
     text = path.read_text()
     assert path.name == "environment.properties"
     assert "cluster = local\n" in text and "mocked_nvml = true\n" in text
@@ -125,9 +128,25 @@ def test_report_is_named_after_stack_and_cluster():
 def test_plugin_writes_verdicts_environment_and_report_name_for_allure(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_plain():\n    pass\n")
     report, allure_dir = tmp_path / "report", tmp_path / "allure"
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path / "test_x.py"),
-                             "--rootdir", str(tmp_path), "--report-dir", str(report), "--alluredir", str(allure_dir)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_x.py"),
+            "--rootdir",
+            str(tmp_path),
+            "--report-dir",
+            str(report),
+            "--alluredir",
+            str(allure_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     written = read_verdicts(report / "verdicts.json")
     # A test that uses no cluster is not one of the suite's checks: no verdict, no outcome, no summary.

@@ -6,10 +6,10 @@ import json
 import pytest
 import yaml
 
-from gpushare_conformance.fixtures.framework import submit
-from gpushare_conformance.fixtures.inventory import InventoryError, load_inventory, node_gpus
 from gpushare_conformance.allocation import request_from_pod
 from gpushare_conformance.commands.run import pytest_argv
+from gpushare_conformance.fixtures.framework import submit
+from gpushare_conformance.fixtures.inventory import InventoryError, load_inventory, node_gpus
 from gpushare_conformance.profiles import get_profile
 
 SEED_JOB = yaml.safe_load("""
@@ -80,21 +80,26 @@ CARDS = [{"index": i, "uuid": f"GPU-{i}", "memory_mib": 16160, "memory_gib": 15,
 
 
 def test_node_gpus_from_the_device_plugin_annotation():
-    node = {"metadata": {"name": "n1", "annotations": {"gpushare.conformance.io/cards": json.dumps(CARDS)}},
-            "status": {"allocatable": {"aliyun.com/gpu-mem": "60", "aliyun.com/gpu-count": "4"}}}
+    node = {
+        "metadata": {"name": "n1", "annotations": {"gpushare.conformance.io/cards": json.dumps(CARDS)}},
+        "status": {"allocatable": {"aliyun.com/gpu-mem": "60", "aliyun.com/gpu-count": "4"}},
+    }
     gpus = node_gpus(node)
     assert (len(gpus.cards), gpus.card_gib, gpus.advertised_mem, gpus.advertised_count) == (4, 15, 60, 4)
     assert gpus.card(2).memory_mib == 16160
 
 
 def test_node_gpus_without_annotation_sizes_cards_from_capacity():
-    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}}}
+    node = {
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}},
+    }
     gpus = node_gpus(node)
     assert gpus.card_gib == 15 and gpus.source.startswith("allocatable")
 
 
 def test_bad_cards_annotation_is_an_error():
-    node = {"metadata": {"name": "n1", "annotations": {"gpushare.conformance.io/cards": "[{\"index\": 0}]"}}}
+    node = {"metadata": {"name": "n1", "annotations": {"gpushare.conformance.io/cards": '[{"index": 0}]'}}}
     with pytest.raises(InventoryError, match="n1.*is not a list of cards"):
         node_gpus(node)
 
@@ -110,12 +115,20 @@ def test_inventory_validation(tmp_path):
 
 
 def test_run_command_builds_the_pytest_line(tmp_path):
-    args = argparse.Namespace(cluster="existing", stack="hami", report_dir=str(tmp_path), kubeconfig="/k",
-                              context=None, keep_cluster=True, kind_binary=None, pytest_args=["--", "-m", "seed"])
+    args = argparse.Namespace(
+        cluster="existing",
+        stack="hami",
+        report_dir=str(tmp_path),
+        kubeconfig="/k",
+        context=None,
+        keep_cluster=True,
+        kind_binary=None,
+        pytest_args=["--", "-m", "seed"],
+    )
     argv = pytest_argv(args)
     assert argv[argv.index("--pyargs") + 1] == "gpushare_conformance.conformance"
     assert argv[argv.index("--cluster-kubeconfig") + 1] == "/k" and "--keep-cluster-up" in argv
     assert argv[argv.index("--cluster") + 1] == "existing" and argv[argv.index("--stack") + 1] == "hami"
-    assert f"--junitxml" in argv and str(tmp_path / "junit.xml") in argv
+    assert "--junitxml" in argv and str(tmp_path / "junit.xml") in argv
     assert str(tmp_path / "allure-results") in argv
     assert argv[-2:] == ["-m", "seed"] and "--" not in argv

@@ -25,7 +25,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max_steps", type=int, default=1000, help="number of training steps")
     parser.add_argument("--learning_rate", type=float, default=0.001, help="initial learning rate")
     parser.add_argument("--dropout", type=float, default=0.9, help="keep probability (accepted, unused by softmax)")
-    parser.add_argument("--data_dir", default="/tmp/tensorflow/mnist/input_data", help="accepted for compatibility; digits ship with scikit-learn")
+    parser.add_argument(
+        "--data_dir",
+        default="/tmp/tensorflow/mnist/input_data",
+        help="accepted for compatibility; digits ship with scikit-learn",
+    )
     parser.add_argument("--log_dir", default="/tmp/tensorflow/mnist/logs", help="accepted for compatibility")
     parser.add_argument("--fake_data", action="store_true", help="accepted for compatibility")
     parser.add_argument("--batch_size", type=int, default=100)
