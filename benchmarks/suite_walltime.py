@@ -81,6 +81,15 @@ def replay(checks: list[Check], nodes: int, cards: int, workers: int) -> float:
     return now
 
 
+def lower_bound(checks: list[Check], cards: int) -> float:
+    """The least wall time any order could reach on one node of ``cards`` cards: checks
+    that run alone and checks over every card exclude each other and every check holding
+    cards; the card-holding checks need at least their card-seconds over the node's cards."""
+    alone = sum(c.seconds for c in checks if c.need in ("alone", "all"))
+    card_seconds = sum(int(c.need) * c.seconds for c in checks if c.need.isdigit())
+    return alone + card_seconds / cards
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cluster", default="local")
@@ -128,6 +137,11 @@ def main() -> int:
     print(f"ratio wall/longest: {wall / longest.seconds if longest.seconds else float('inf'):.2f} (target < 2)")
     alone = sum(c.seconds for c in checks if c.need == "alone")
     print(f"checks that run alone: {sum(c.need == 'alone' for c in checks)}, {alone:.1f} s of the wall time")
+    bound = lower_bound(checks, args.cards)
+    print(
+        f"least wall time any order could reach on 1 node x {args.cards} cards: {bound:.1f} s "
+        f"= {bound / longest.seconds if longest.seconds else float('inf'):.2f} x the longest check"
+    )
     one = replay(checks, 1, args.cards, args.workers)
     two = replay(checks, 2, args.cards, args.workers)
     print(

@@ -31,26 +31,40 @@ def _gpu_nodes(suite):
     return suite.gpus
 
 
-def _fill(suite, node, keep_free: int) -> list[str]:
-    """Hold every card of ``node`` but ``keep_free``, whole; return the cards held."""
-    taken = len(node.cards) - keep_free
-    if taken <= 0:
-        return []
+def _fill(suite, node) -> list[str]:
+    """Hold every card of ``node``, whole; return the cards held."""
     name = suite.unique(f"fill-{node.node}")
-    suite.submit_share_pod_on(node.node, name, taken * node.card_gib, taken)
+    suite.submit_share_pod_on(node.node, name, len(node.cards) * node.card_gib, len(node.cards))
     return suite.allocated_cards(suite.wait_running(name))
 
 
 def test_m_cards_free_only_across_nodes_stay_pending_never_split(suite):
     nodes = _gpu_nodes(suite)
     share = min(n.card_gib for n in nodes)
-    with allure.step(f"Fill every GPU node but one whole card ({', '.join(n.node for n in nodes)})"):
-        for node in nodes:
-            _fill(suite, node, keep_free=1)
+    total = share * CARDS
+    # Each node keeps one whole card free and holds just enough of its others that they
+    # have less than the share left. A node then has the GiB in total (the scheduler's
+    # own count of aliyun.com/gpu-mem lets the pod through) but one card with the share
+    # free, while the nodes together have one such card each: only the card rule,
+    # judged per node, can turn the pod away.
+    held = {n.node: n.card_gib - share + 1 for n in nodes}
+    free_gib = {n.node: n.card_gib + (len(n.cards) - 1) * (share - 1) for n in nodes}
+    admitted = [n for n, gib in free_gib.items() if gib >= total]
+    if not admitted:
+        pytest.skip(f"no GPU node keeps {total} GiB free with one card whole; free GiB would be {free_gib}")
     with allure.step(
-        f"A pod asking {share} GiB on each of {CARDS} cards: no node has {CARDS} free, the {len(nodes)} nodes together do"
+        "On each GPU node, hold all cards but one so they keep less than the share: "
+        + ", ".join(f"{n.node}: {held[n.node]} GiB on {len(n.cards) - 1} card(s)" for n in nodes)
     ):
-        suite.submit_share_pod("across-nodes", share * CARDS, CARDS)
+        for node in (n for n in nodes if len(n.cards) > 1):
+            name = suite.unique(f"hold-{node.node}")
+            suite.submit_share_pod_on(node.node, name, held[node.node] * (len(node.cards) - 1), len(node.cards) - 1)
+            suite.wait_running(name)
+    with allure.step(
+        f"A pod asking {share} GiB on each of {CARDS} cards: {', '.join(admitted)} has {total} GiB free in all but "
+        f"one card with {share} GiB; the {len(nodes)} nodes together have {len(nodes)} such cards"
+    ):
+        suite.submit_share_pod("across-nodes", total, CARDS)
         reason = suite.wait_unschedulable("across-nodes")
         suite.expect(v.matches("reason_names_rule[all M cards on one node]", ONE_NODE, reason, "scheduling reason"))
     with allure.step("The pod is not split: no node and no cards written for it"):
@@ -66,7 +80,7 @@ def test_a_pod_that_fits_on_a_second_node_goes_there_when_the_first_is_full(suit
     full, others = nodes[0], nodes[1:]
     cards = min(CARDS, *(len(n.cards) for n in others))
     with allure.step(f"Fill every card of {full.node}"):
-        _fill(suite, full, keep_free=0)
+        _fill(suite, full)
     with allure.step(f"A pod asking 1 GiB on each of {cards} card(s) runs on another node, all its cards there"):
         suite.submit_share_pod("second-node", cards, cards)
         obj = suite.wait_running("second-node")

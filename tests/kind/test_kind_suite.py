@@ -4,9 +4,11 @@ Runs, as a user would, ``pytest conformance --cluster kind`` in a child process:
 real kind binary (``ci/kind/build-kind.sh``) creates a control plane and two GPU
 workers (4 x V100-SXM2-16GB and 2 x T4, mock driver) from the node image this project
 builds (``gpushare-conformance images build --kind-node``), in Docker started by
-``ci/docker-service.sh``. The child must pass, and afterwards ``kind get clusters``
-must not list the cluster and no container of it may be left. Docker that cannot be
-started is a failure, not a skip.
+``ci/docker-service.sh``. The child must pass. Then, on the same cluster, the one
+mutation case that needs two GPU nodes (the extender's ``cards-across-nodes`` fault)
+must be caught by the multi-node check (tests/mutation, in a child with ``--cluster
+kind``), and afterwards ``kind get clusters`` must not list the cluster and no
+container of it may be left. Docker that cannot be started is a failure, not a skip.
 
     .venv/bin/python -m pytest tests/kind -q -p no:cacheprovider
 """
@@ -59,10 +61,19 @@ def _cluster_containers() -> list[str]:
     return out.stdout.split()
 
 
-def test_suite_passes_on_kind_with_two_gpu_workers(docker_daemon, kind_binary, tmp_path, record_property):
+@pytest.fixture(scope="module")
+def kind_cluster_name(docker_daemon, kind_binary):
+    """The kind cluster's name: started from nothing (a cluster left by an interrupted
+    run is deleted), kept between this module's tests (the suite keeps it up for the
+    mutation case), and deleted at the end whatever happened."""
     if CLUSTER in _run([kind_binary, "get", "clusters"]).stdout.split():
-        # a cluster left by an interrupted run: start from nothing
         _run([kind_binary, "delete", "cluster", "--name", CLUSTER], timeout=300)
+    yield CLUSTER
+    if CLUSTER in _run([kind_binary, "get", "clusters"]).stdout.split():
+        _run([kind_binary, "delete", "cluster", "--name", CLUSTER], timeout=300)
+
+
+def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binary, tmp_path, record_property):
     child = [
         sys.executable,
         "-m",
@@ -75,6 +86,7 @@ def test_suite_passes_on_kind_with_two_gpu_workers(docker_daemon, kind_binary, t
         "kind",
         "--kind-binary",
         kind_binary,
+        "--keep-cluster-up",
         "--report-dir",
         str(tmp_path / "reports"),
         "--junitxml",
@@ -103,6 +115,51 @@ def test_suite_passes_on_kind_with_two_gpu_workers(docker_daemon, kind_binary, t
     print(f"kind suite: {counts}; create to Ready {ready.group(2)} s")
     assert result.returncode == 0 and counts["failures"] == counts["errors"] == 0, f"{counts}\n{tail}"
     assert counts["tests"] - counts["skipped"] > 10, f"too few checks ran on kind: {counts}\n{tail}"
+    multinode = [c for c in suite.iter("testcase") if c.get("classname", "").endswith("test_multinode")]
+    ran = [c.get("name") for c in multinode if c.find("skipped") is None]
+    assert len(ran) == 2, f"the two-GPU-node checks did not both run on kind: {ran}\n{tail}"
+
+
+def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_binary, tmp_path):
+    """The mutation case that needs two GPU nodes, on the cluster the suite left up; the
+    child takes the cluster down at its end (no --keep-cluster-up), as a user's run would."""
+    child = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/mutation/test_checks_catch_broken_stacks.py",
+        "-k",
+        "cards-across-nodes",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        "--cluster",
+        "kind",
+        "--kind-binary",
+        kind_binary,
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+    ]
+    result = subprocess.run(
+        child,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    tail = result.stdout[-6000:]
+    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    assert result.returncode == 0 and counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, (
+        f"the cards-across-nodes mutation case did not pass on kind: {counts}\n{tail}"
+    )
+    caught = re.search(r"--fault cards-across-nodes caught by (.*)", result.stdout)
+    assert caught, f"no check reported catching the fault:\n{tail}"
+    print(caught.group(0))
     clusters = _run([kind_binary, "get", "clusters"]).stdout.split()
     assert CLUSTER not in clusters, f"kind still lists {CLUSTER} after the run: {clusters}"
     assert _cluster_containers() == [], f"containers of {CLUSTER} left: {_cluster_containers()}"
