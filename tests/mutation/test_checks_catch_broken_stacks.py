@@ -212,7 +212,10 @@ def test_checks_fail_on_a_stack_with_the_fault(
     progress = progress_printer(pytestconfig)
     gpu_nodes = [n for n in kube.core.list_node().items if (n.status.allocatable or {}).get(contract.RESOURCE_MEM)]
     if len(gpu_nodes) < case.gpu_nodes:
-        pytest.skip(f"--fault {case.fault} shows only on {case.gpu_nodes} GPU nodes; the cluster has {len(gpu_nodes)}")
+        pytest.skip(
+            f"--fault {case.fault} shows only on {case.gpu_nodes} GPU nodes; the cluster has {len(gpu_nodes)} "
+            "(tests/kind runs this case on kind's two GPU workers)"
+        )
     faulty_stack(case.fault)
     log = component_log(kube, case.component)
     assert f"FAULT INJECTED: {case.component} runs with --fault {case.fault}" in log, (
