@@ -88,3 +88,32 @@ def test_processes_never_hold_more_cards_than_the_node_has(tmp_path):
         w.join(120)
     peaks = [out.get(timeout=5) for _ in workers]
     assert max(peaks) <= 4, peaks
+
+
+class _Item:
+    """The little of a pytest item ``parallel_rank`` reads: its fixtures and markers."""
+
+    def __init__(self, name: str, *marks: pytest.MarkDecorator, cluster: bool = True) -> None:
+        self.name = name
+        self.fixturenames = ("cluster", "suite") if cluster else ("tmp_path",)
+        self._marks = {m.mark.name: m.mark for m in marks}
+
+    def get_closest_marker(self, name: str):
+        return self._marks.get(name)
+
+
+def test_parallel_order_puts_whole_node_checks_first_and_cluster_wide_ones_last():
+    from gpushare_conformance.fixtures.plugin import parallel_rank
+
+    items = [
+        _Item("unit", cluster=False),
+        _Item("seed", pytest.mark.capacity(cards=2)),
+        _Item("restart", pytest.mark.disruptive),
+        _Item("reject", pytest.mark.capacity(cards=0)),
+        _Item("grid-1", pytest.mark.capacity(cards=1)),
+        _Item("two-pods", pytest.mark.capacity(cards=ALL)),
+        _Item("undeclared"),
+        _Item("grid-4", pytest.mark.capacity(cards=4)),
+    ]
+    ordered = [i.name for i in sorted(items, key=parallel_rank)]
+    assert ordered == ["unit", "reject", "two-pods", "grid-4", "seed", "grid-1", "restart", "undeclared"]
