@@ -21,6 +21,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from suite_child import pytest_extra, suite_argv
+
 
 def failures(junit: Path) -> list[str]:
     if not junit.is_file():
@@ -43,7 +45,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
-    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    extra = pytest_extra(args.pytest_args)
     out = Path(args.out).resolve()
     times: list[float] = []
     failed_by_check: collections.Counter[str] = collections.Counter()
@@ -52,26 +54,8 @@ def main() -> int:
         report = out / f"run-{i}"
         report.mkdir(parents=True, exist_ok=True)
         keep = not args.fresh_cluster and i < args.runs
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "gpushare_conformance.conformance",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            str(args.workers),
-            "--cluster",
-            args.cluster,
-            "--report-dir",
-            str(report),
-            "--junitxml",
-            str(report / "junit.xml"),
-            *(["--keep-cluster-up"] if keep else []),
-            *extra,
-        ]
+        argv = suite_argv(args.cluster, args.workers, report / "junit.xml", keep_cluster=keep, extra=extra)
+        argv += ["--report-dir", str(report)]
         started = time.monotonic()
         with open(report / "pytest.log", "w") as log:
             status = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, cwd=out)

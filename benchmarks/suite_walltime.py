@@ -24,6 +24,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from suite_child import pytest_extra, suite_argv
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -92,32 +94,19 @@ def lower_bound(checks: list[Check], cards: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cluster", default="local")
+    parser.add_argument(
+        "--cluster",
+        default="local",
+        help="cluster provider, kept up between runs (default local; run once first to warm it)",
+    )
     parser.add_argument("--workers", type=int, default=4, help="pytest-xdist workers (default 4)")
     parser.add_argument("--cards", type=int, default=4, help="cards of the GPU node, for the replay (default 4)")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
     args = parser.parse_args()
-    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    extra = pytest_extra(args.pytest_args)
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "gpushare_conformance.conformance",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            str(args.workers),
-            "--cluster",
-            args.cluster,
-            "--keep-cluster-up",
-            "--junitxml",
-            str(junit),
-            *extra,
-        ]
+        argv = suite_argv(args.cluster, args.workers, junit, keep_cluster=True, extra=extra)
         started = time.monotonic()
         status = subprocess.call(argv, cwd=tmp)
         wall = time.monotonic() - started
