@@ -34,6 +34,26 @@ def _run(argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def _pytest_child(argv: list[str]) -> subprocess.CompletedProcess:
+    """A child pytest run from the repository, its output (stdout and stderr) kept."""
+    return subprocess.run(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _junit_counts(path: Path) -> tuple[ET.Element, dict[str, int]]:
+    """The child's test suite element and its tests/failures/errors/skipped counts."""
+    suite = ET.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    return suite, {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+
+
 @pytest.fixture(scope="module")
 def docker_daemon():
     """Docker for kind: started by ci/docker-service.sh when not running, stopped
@@ -92,15 +112,7 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
         "--junitxml",
         str(tmp_path / "junit.xml"),
     ]
-    result = subprocess.run(
-        child,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=False,
-    )
+    result = _pytest_child(child)
     tail = result.stdout[-6000:]
     ready = re.search(r"kind: (\d+) nodes Ready ([\d.]+)s after `kind create cluster` started", result.stdout)
     if ready:
@@ -108,9 +120,7 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
         record_property("kind_create_to_ready_s", ready.group(2))
     assert ready and ready.group(1) == "3", f"the kind cluster did not come up with 3 Ready nodes:\n{tail}"
     assert re.search(r"advertise aliyun\.com/gpu-mem", result.stdout), f"no GPU worker advertised memory:\n{tail}"
-    suite = ET.parse(tmp_path / "junit.xml").getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    suite, counts = _junit_counts(tmp_path / "junit.xml")
     record_property("kind_suite_counts", str(counts))
     print(f"kind suite: {counts}; create to Ready {ready.group(2)} s")
     assert result.returncode == 0 and counts["failures"] == counts["errors"] == 0, f"{counts}\n{tail}"
@@ -141,19 +151,9 @@ def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_b
         "--junitxml",
         str(tmp_path / "junit.xml"),
     ]
-    result = subprocess.run(
-        child,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=False,
-    )
+    result = _pytest_child(child)
     tail = result.stdout[-6000:]
-    suite = ET.parse(tmp_path / "junit.xml").getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    _, counts = _junit_counts(tmp_path / "junit.xml")
     assert result.returncode == 0 and counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, (
         f"the cards-across-nodes mutation case did not pass on kind: {counts}\n{tail}"
     )
