@@ -69,7 +69,8 @@ EARLY_SAFE static void resolve_real_dlsym(void) {
     X(cuGetProcAddress_v2)     \
     SHIM_POOL_HOOKS(X)         \
     SHIM_VMM_HOOKS(X)          \
-    SHIM_ARRAY_HOOKS(X)
+    SHIM_ARRAY_HOOKS(X)        \
+    SHIM_CTX_HOOKS(X)
 
 #define NVML_HOOKS(X)              \
     X(nvmlInit)                    \

@@ -5,7 +5,11 @@
  *   GPUSHARE_SHIM_FAULT        a deliberate fault, comma list of per-process-budget,
  *                              leak-frees, no-reclaim, unguarded-managed (set only by the device plugin
  *                              under --fault; never in production)
- * A malformed value refuses the whole configuration: never a silent "unlimited". */
+ * A malformed value refuses the whole configuration: never a silent "unlimited".
+ *
+ * The hami-like build (SHIM_HAMI_LIKE) reads HAMi-core's names instead:
+ *   CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_MEMORY_LIMIT   (values like 4096m)
+ *   CUDA_DEVICE_MEMORY_SHARED_CACHE                         (default /tmp/.hamilike-usage) */
 #include "shim.h"
 
 #include <errno.h>
@@ -16,6 +20,16 @@
 #include <unistd.h>
 
 extern char **environ;
+
+#ifdef SHIM_HAMI_LIKE
+#define SHIM_LIMIT_VAR "CUDA_DEVICE_MEMORY_LIMIT"
+#define SHIM_USAGE_FILE_VAR "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+#define SHIM_DEFAULT_USAGE_FILE "/tmp/.hamilike-usage"
+#else
+#define SHIM_LIMIT_VAR "GPUSHARE_MEMORY_LIMIT"
+#define SHIM_USAGE_FILE_VAR "GPUSHARE_USAGE_FILE"
+#define SHIM_DEFAULT_USAGE_FILE "/tmp/.gpushare-usage"
+#endif
 
 static const char UNITS_HELP[] = "expected an integer with unit B, KiB, MiB, GiB (or k, m, g)";
 
@@ -48,10 +62,10 @@ static void refuse(shim_config_t *cfg, const char *name, const char *value, cons
 
 void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    snprintf(cfg->usage_file, sizeof cfg->usage_file, "/tmp/.gpushare-usage");
+    snprintf(cfg->usage_file, sizeof cfg->usage_file, SHIM_DEFAULT_USAGE_FILE);
     uint64_t all = 0;
     int have_any = 0, have_per[SHIM_MAX_DEVICES] = {0};
-    static const char prefix[] = "GPUSHARE_MEMORY_LIMIT";
+    static const char prefix[] = SHIM_LIMIT_VAR;
     for (char *const *e = envp; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         if (!eq) continue;
@@ -84,7 +98,7 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
             }
             continue;
         }
-        if (strcmp(name, "GPUSHARE_USAGE_FILE") == 0) {
+        if (strcmp(name, SHIM_USAGE_FILE_VAR) == 0) {
             if (value[0] != '/' || strlen(value) >= sizeof cfg->usage_file)
                 refuse(cfg, name, value, "expected an absolute path");
             else
