@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from gpushare_stack import contract, faults, kubeclient
+from gpushare_stack import contract, faults, kubeclient, peers
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
 from gpushare_stack.deviceplugin.kube import KubeAccess
 from gpushare_stack.deviceplugin.plugin import DevicePlugin
@@ -19,8 +19,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpushare-device-plugin",
         description="Kubelet device plugin advertising aliyun.com/gpu-mem (one device per GiB per "
         "card) and aliyun.com/gpu-count (one per card); Allocate gives a container the "
-        "cards and per-card limits the gpushare extender chose.",
+        "cards and per-card limits the gpushare extender chose. --flavor makes it behave like "
+        "another GPU-sharing stack's device plugin instead.",
     )
+    parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
     parser.add_argument(
         "--node-name", default=os.environ.get("NODE_NAME"), help="this node's name (default: env NODE_NAME)"
     )
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             native_host_dir=args.native_host_dir,
             health_interval_s=args.health_interval,
             fault=args.fault,
+            flavor=peers.device_plugin_flavor(args.flavor),
         )
     except DiscoveryError as exc:
         print(exc, file=sys.stderr)

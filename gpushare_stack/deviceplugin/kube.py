@@ -23,12 +23,23 @@ class KubeAccess:
         )
         return json.loads(resp.data).get("items") or []
 
-    def mark_assigned(self, namespace: str, name: str) -> None:
+    def mark_assigned(self, namespace: str, name: str, annotations: dict[str, str] | None = None) -> None:
+        """Flip the pod's assigned annotations (default: the open and ACK's forms)."""
+        if annotations is None:
+            annotations = {contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}
+        self.patch_pod_annotations(namespace, name, annotations)
+
+    def patch_pod_annotations(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         self.core.patch_namespaced_pod(
-            name,
-            namespace,
-            {"metadata": {"annotations": {contract.ANN_ASSIGNED: "true", contract.ANN_ACK_ASSIGNED: "true"}}},
-            _content_type=MERGE_PATCH,
+            name, namespace, {"metadata": {"annotations": annotations}}, _content_type=MERGE_PATCH
+        )
+
+    def patch_node_capacity(self, node: str, capacity: dict[str, str]) -> None:
+        """Advertise extended resources by patching node status (as the open gpushare
+        device plugin does for aliyun.com/gpu-count); the kubelet copies capacity to
+        allocatable for resources no device plugin of its own manages."""
+        self.core.patch_node_status(
+            node, {"status": {"capacity": capacity, "allocatable": capacity}}, _content_type=MERGE_PATCH
         )
 
     def annotate_node(self, node: str, key: str, value: str) -> None:

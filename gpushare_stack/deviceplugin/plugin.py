@@ -1,4 +1,8 @@
-"""The device plugin: two resources, health polling, kubelet restarts, Allocate."""
+"""The device plugin: its resources, health polling, kubelet restarts, Allocate.
+
+What it advertises, what it writes on its node and what a container gets come from
+its flavor (gpushare_stack/peers): the reference stack's two resources by default.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,11 @@ from typing import Any, Protocol
 
 import grpc
 
-from gpushare_stack import contract, faults
+from gpushare_stack import contract, faults, peers
 from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import devices
-from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard, node_cards_annotation
-from gpushare_stack.deviceplugin.environment import HostMount, container_environment
+from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard
+from gpushare_stack.deviceplugin.environment import HostMount
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, Match, match_allocation
 
@@ -31,6 +35,10 @@ class PodSource(Protocol):
     def mark_assigned(self, namespace: str, name: str) -> None: ...
     def annotate_node(self, node: str, key: str, value: str) -> None: ...
 
+    # Used only by the peers' flavors (gpushare_stack/peers):
+    # patch_pod_annotations(namespace, name, annotations) and
+    # patch_node_capacity(node, capacity); mark_assigned(namespace, name, annotations).
+
 
 def _socket_identity(path: str) -> tuple[int, int] | None:
     try:
@@ -41,7 +49,8 @@ def _socket_identity(path: str) -> tuple[int, int] | None:
 
 
 class DevicePlugin:
-    """Advertises ``aliyun.com/gpu-mem`` (GiB devices) and ``aliyun.com/gpu-count``."""
+    """Advertises the flavor's resources (reference: ``aliyun.com/gpu-mem`` GiB devices
+    and ``aliyun.com/gpu-count`` cards)."""
 
     def __init__(
         self,
@@ -53,6 +62,7 @@ class DevicePlugin:
         health_interval_s: float = 10.0,
         kubelet_check_s: float = 1.0,
         fault: str | None = None,
+        flavor: Any = None,
     ) -> None:
         if fault is not None and fault not in faults.DEVICE_PLUGIN_FAULTS:
             raise ValueError(f"gpushare: --fault must be one of {faults.DEVICE_PLUGIN_FAULTS}, got {fault!r}")
@@ -69,19 +79,15 @@ class DevicePlugin:
         if not self.cards:
             raise DiscoveryError(f"gpushare: NVML reports no cards on node {node}")
         self.healthy: dict[str, bool] = {c.uuid: True for c in self.cards}
-        self._alloc_lock = threading.Lock()
+        self.alloc_lock = threading.Lock()
         self._progress: dict[str, set[int]] = {}
         self._stop = threading.Event()
         self.registrations = 0
-        self.mem = ResourcePlugin(
-            contract.RESOURCE_MEM, MEM_SOCKET, lambda: devices.mem_devices(self.cards, self.healthy), self.allocate_mem
-        )
-        self.count = ResourcePlugin(
-            contract.RESOURCE_COUNT,
-            COUNT_SOCKET,
-            lambda: devices.count_devices(self.cards, self.healthy),
-            self.allocate_count,
-        )
+        self.flavor = flavor if flavor is not None else peers.device_plugin_flavor(peers.REFERENCE)
+        self.resources: list[ResourcePlugin] = self.flavor.resources(self)
+        by_name = {r.resource: r for r in self.resources}
+        self.mem = by_name.get(contract.RESOURCE_MEM)
+        self.count = by_name.get(contract.RESOURCE_COUNT)
 
     # ---- health -------------------------------------------------------------
     def poll_health(self) -> bool:
@@ -99,8 +105,8 @@ class DevicePlugin:
             if ok != self.healthy.get(uuid):
                 log.warning("card %s is now %s", uuid, contract.HEALTHY if ok else contract.UNHEALTHY)
         self.healthy = new
-        self.mem.devices_changed()
-        self.count.devices_changed()
+        for plugin in self.resources:
+            plugin.devices_changed()
         self.publish_cards()
         return True
 
@@ -108,9 +114,11 @@ class DevicePlugin:
         if self.kube is None:
             return
         try:
-            self.kube.annotate_node(
-                self.node, contract.NODE_CARDS_ANNOTATION, node_cards_annotation(self.cards, self.healthy)
-            )
+            for key, value in self.flavor.node_annotations(self.cards, self.healthy).items():
+                self.kube.annotate_node(self.node, key, value)
+            capacity = self.flavor.node_capacity(self.cards, self.healthy)
+            if capacity:
+                self.kube.patch_node_capacity(self.node, capacity)
         except Exception as exc:  # the next change retries; Allocate does not depend on it
             log.error("cannot annotate node %s: %s", self.node, exc)
 
@@ -130,19 +138,7 @@ class DevicePlugin:
 
     def allocation_environment(self, match: Match) -> tuple[dict[str, str], list[HostMount]]:
         """Env and mounts for the matched container: its cards and per-card limits."""
-        card = next(c for c in self.cards if c.index == match.cards[0])
-        env, mounts = container_environment(
-            match.cards,
-            match.shares_gib or match.per_card_gib,
-            match.pod_total_gib,
-            card_gib=card.memory_gib,
-            native_host_dir=self.native_host_dir,
-        )
-        if self.fault == faults.NO_ISOLATION:
-            env = faults.without_isolation(env)
-        elif self.fault in faults.SHIM_FAULTS:
-            env = faults.with_shim_fault(env, self.fault)
-        return env, mounts
+        return self.flavor.container_environment(self, match)
 
     def allocate_mem(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
         responses = []
@@ -155,7 +151,7 @@ class DevicePlugin:
                     "gpushare: the device plugin has no API client, so it cannot find the pod",
                 )
             try:
-                with self._alloc_lock:
+                with self.alloc_lock:
                     match = match_allocation(self.kube.pending_pods(self.node), self.node, len(ids), self._progress)
                     by_index = {c.index: c for c in self.cards}
                     missing = [i for i in match.cards if i not in by_index]
@@ -165,7 +161,10 @@ class DevicePlugin:
                             f"that node {self.node} does not have"
                         )
                     if match.pod_done:
-                        self.kube.mark_assigned(match.namespace, match.name)
+                        if self.flavor.assigned_annotations is None:
+                            self.kube.mark_assigned(match.namespace, match.name)
+                        else:
+                            self.kube.mark_assigned(match.namespace, match.name, self.flavor.assigned_annotations)
                         self._progress.pop(match.uid, None)
                     else:
                         self._progress.setdefault(match.uid, set()).add(match.container_index)
@@ -207,17 +206,17 @@ class DevicePlugin:
 
     # ---- lifecycle ----------------------------------------------------------
     def start(self) -> None:
-        """Serve both sockets and register them with the kubelet."""
-        for plugin in (self.mem, self.count):
+        """Serve the resources' sockets and register them with the kubelet."""
+        for plugin in self.resources:
             plugin.serve(self.socket_dir)
-        for plugin in (self.mem, self.count):
+        for plugin in self.resources:
             register(self.kubelet_socket, plugin)
         self.registrations += 1
         self.publish_cards()
 
     def stop(self) -> None:
         self._stop.set()
-        for plugin in (self.mem, self.count):
+        for plugin in self.resources:
             plugin.stop()
 
     def run(self) -> None:
@@ -230,7 +229,7 @@ class DevicePlugin:
             if now is not None and now != registered:
                 if registered is not None:
                     log.warning("%s was recreated (kubelet restart); registering again", self.kubelet_socket)
-                for plugin in (self.mem, self.count):
+                for plugin in self.resources:
                     plugin.stop()
                 try:
                     self.start()

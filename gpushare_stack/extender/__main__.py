@@ -7,24 +7,29 @@ import logging
 import os
 import signal
 
-from gpushare_stack import contract, faults, kubeclient
+from gpushare_stack import contract, faults, kubeclient, peers
 from gpushare_stack.extender import selection
 from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.informer import Informer
 from gpushare_stack.extender.server import ExtenderServer
 from gpushare_stack.extender.state import ClusterState
+from gpushare_stack.peers.hami_like import EXTENDER_PREFIX as HAMI_PREFIX
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpushare-extender",
         description="kube-scheduler extender that places pods asking aliyun.com/gpu-mem=N with "
-        "label aliyun.com/gpu-count=M on M cards of one node, N/M GiB each.",
+        "label aliyun.com/gpu-count=M on M cards of one node, N/M GiB each; --flavor makes it "
+        "behave like another GPU-sharing stack's scheduler instead.",
     )
+    parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
     parser.add_argument("--address", default="0.0.0.0", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT, help="TCP port (default: %(default)s)")
     parser.add_argument(
-        "--prefix", default=contract.EXTENDER_PREFIX, help="URL prefix of the verbs (default: %(default)s)"
+        "--prefix",
+        default=None,
+        help=f"URL prefix of the verbs (default: {contract.EXTENDER_PREFIX}; {HAMI_PREFIX} with --flavor hami-like)",
     )
     parser.add_argument(
         "--policy",
@@ -48,12 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
-    state = ClusterState(policy=args.policy, fault=args.fault)
+    flavor = peers.extender_flavor(args.flavor)
+    prefix = args.prefix if args.prefix is not None else flavor.default_prefix
+    state = ClusterState(policy=args.policy, fault=args.fault, flavor=flavor)
     api = kubeclient.load(args.kubeconfig)
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
-    server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=args.prefix)
+    server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=prefix)
     logging.getLogger(__name__).info(
-        "serving on %s:%d%s (policy %s)", args.address, args.port, args.prefix, args.policy
+        "serving on %s:%d%s (policy %s, flavor %s)", args.address, args.port, prefix, args.policy, flavor.name
     )
     # As PID 1 of its container the process ignores SIGTERM unless it handles it, and
     # the kubelet would wait out the whole grace period before killing it.

@@ -9,10 +9,9 @@ from typing import Any
 from kubernetes import client
 
 from gpushare_stack import faults
-from gpushare_stack.allocation import Allocation, bind_annotations
+from gpushare_stack.allocation import Allocation
 from gpushare_stack.extender.state import BindError, ClusterState
 from gpushare_stack.kubeclient import MERGE_PATCH
-from gpushare_stack.request import is_share_pod
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +50,16 @@ class Binder:
     def bind(self, namespace: str, name: str, uid: str, node: str) -> Allocation | None:
         """Bind the pod; returns its cards (None for a pod asking no gpu-mem)."""
         pod = self._pod(namespace, name, uid)
-        if not is_share_pod(pod):  # the scheduler binds every pod it sent us through us
+        if not self.state.flavor.is_share_pod(pod):  # the scheduler binds every pod it sent us through us
             self._create_binding(namespace, name, uid, node)
             return None
         alloc = self.state.assume(pod, node)
         if self.state.fault == faults.STALE_VIEW:
             faults.stale_view_delay(log, f"{namespace}/{name}")
         try:
+            annotations = self.state.flavor.bind_annotations(alloc, self.state.cards(node), pod)
             self.core.patch_namespaced_pod(
-                name, namespace, {"metadata": {"annotations": bind_annotations(alloc)}}, _content_type=MERGE_PATCH
+                name, namespace, {"metadata": {"annotations": annotations}}, _content_type=MERGE_PATCH
             )
             self._create_binding(namespace, name, uid, node)
         except Exception:

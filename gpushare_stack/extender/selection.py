@@ -21,8 +21,9 @@ class Card:
     """One physical card as the scheduler sees it (sizes in whole GiB)."""
 
     index: int
-    total_gib: int
+    total_gib: int  # whole GiB; MiB under the hami-like flavor (gpushare_stack/peers)
     healthy: bool = True
+    uuid: str = ""
 
 
 @dataclass(frozen=True)

@@ -158,8 +158,20 @@ class ExtenderArgs:
         return [ref.name for ref in self.sources or ()]
 
 
-def decode_extender_args(body: bytes) -> ExtenderArgs:
-    """Read ExtenderArgs; WireError names what does not follow the wire types."""
+def _flavor_node_sources(raw_nodes: list[msgspec.Raw], flavor: Any) -> list[NodeSource]:
+    """Node sources read by a peer flavor's own node reader (gpushare_stack/peers)."""
+    sources = []
+    for raw in raw_nodes:
+        node = _ANY.decode(bytes(raw))
+        if not isinstance(node, dict):
+            raise WireError(f"gpushare: ExtenderArgs.Nodes holds a node that is not a v1.Node: {node!r}")
+        sources.append(flavor.node_source(node))
+    return sources
+
+
+def decode_extender_args(body: bytes, flavor: Any = None) -> ExtenderArgs:
+    """Read ExtenderArgs; WireError names what does not follow the wire types.
+    ``flavor``: the extender's flavor, when it reads node objects its own way."""
     try:
         args = _ARGS.decode(body)
     except msgspec.DecodeError as exc:
@@ -174,7 +186,10 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     if args.Nodes is None:
         raise WireError("gpushare: ExtenderArgs.Nodes must be a dict, got None")
     try:
-        sources = _node_sources(args.Nodes.items or [])
+        if flavor is None or flavor.fast_node_view:
+            sources = _node_sources(args.Nodes.items or [])
+        else:
+            sources = _flavor_node_sources(args.Nodes.items or [], flavor)
     except msgspec.DecodeError as exc:
         raise WireError(f"gpushare: ExtenderArgs.Nodes holds a node that is not a v1.Node: {exc}") from None
     return ExtenderArgs(pod, node_list=args.Nodes, sources=sources)
@@ -289,9 +304,14 @@ class _Handler(BaseHTTPRequestHandler):
         verb = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
+        flavor = self.server.state.flavor
+
+        def read_args(body: bytes) -> ExtenderArgs:
+            return decode_extender_args(body, flavor)
+
         handlers = {
-            f"{prefix}/filter": (decode_extender_args, lambda a: filter_result(self.server.state, a)),
-            f"{prefix}/prioritize": (decode_extender_args, lambda a: prioritize_result(self.server.state, a)),
+            f"{prefix}/filter": (read_args, lambda a: filter_result(self.server.state, a)),
+            f"{prefix}/prioritize": (read_args, lambda a: prioritize_result(self.server.state, a)),
             f"{prefix}/bind": (_decode_object, lambda a: bind_result(self.server.binder, a)),
         }
         decode, handler = handlers.get(verb, (None, None))

@@ -15,17 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpushare_stack import faults
-from gpushare_stack.allocation import (
-    Allocation,
-    AllocationAnnotationError,
-    allocation_from_pod,
-    is_terminated,
-)
+from gpushare_stack import faults, peers
+from gpushare_stack.allocation import Allocation, AllocationAnnotationError, is_terminated
 from gpushare_stack.extender import selection
-from gpushare_stack.extender.nodes import CardSource, NodeCardsError, NodeSource, cards_from_source, node_source
+from gpushare_stack.extender.nodes import CardSource, NodeCardsError, NodeSource
 from gpushare_stack.extender.selection import Card, Misfit
-from gpushare_stack.request import ShareRequest, ShareRequestError, is_share_pod, share_request
+from gpushare_stack.peers.reference import NodeNotKnown
+from gpushare_stack.request import ShareRequest, ShareRequestError
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +37,9 @@ class _Node:
     source: CardSource | None = None  # what the cards were read from (nodes.card_source)
 
 
-def _read_node(name: str, source: CardSource) -> _Node:
+def _read_node(flavor: Any, name: str, source: CardSource) -> _Node:
     try:
-        return _Node(cards=cards_from_source(name, source), source=source)
+        return _Node(cards=flavor.cards_from_source(name, source), source=source)
     except NodeCardsError as exc:
         return _Node(error=str(exc), source=source)
 
@@ -66,7 +62,11 @@ class ClusterState:
     """Cards per node, allocations per pod, and the usage they add up to."""
 
     def __init__(
-        self, policy: str = selection.BINPACK, clock: Callable[[], int] = time.time_ns, fault: str | None = None
+        self,
+        policy: str = selection.BINPACK,
+        clock: Callable[[], int] = time.time_ns,
+        fault: str | None = None,
+        flavor: Any = None,
     ) -> None:
         if policy not in selection.POLICIES:
             raise ValueError(f"gpushare: --policy must be one of {selection.POLICIES}, got {policy!r}")
@@ -74,7 +74,12 @@ class ClusterState:
             raise ValueError(f"gpushare: --fault must be one of {faults.EXTENDER_FAULTS}, got {fault!r}")
         self.policy = policy
         self.fault = fault  # faults.py: only for proving the suite catches a broken stack
-        self._share_request = faults.ignore_integer_rule if fault == faults.IGNORE_INTEGER_RULE else share_request
+        # What differs between the reference stack and the peers it can behave like
+        # (gpushare_stack/peers): requests, node cards, fit reasons, annotations.
+        self.flavor = flavor if flavor is not None else peers.extender_flavor(peers.REFERENCE)
+        self._share_request = (
+            faults.ignore_integer_rule if fault == faults.IGNORE_INTEGER_RULE else self.flavor.share_request
+        )
         self._clock = clock
         self._lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}
@@ -90,17 +95,29 @@ class ClusterState:
         self._object_nodes: dict[str, _Node] = {}
         self._pods: dict[tuple[str, str], dict[str, Any]] = {}
         self._pod_errors: dict[str, str] = {}
+        # Pods whose allocation names cards of a node not read yet (hami-like names
+        # cards by UUID): read again once that node arrives.
+        self._waiting: dict[str, dict[str, Any]] = {}
         self.synced = threading.Event()
 
     # ---- feeding -------------------------------------------------------------
     def upsert_node(self, node: Mapping[str, Any]) -> None:
-        name, source = node_source(node)
+        name, source = self.flavor.node_source(node)
         with self._lock:
             known = self._nodes.get(name)
             if known is not None and known.source == source:
                 return  # same cards (a status heartbeat, a label change)
-            self._nodes[name] = _read_node(name, source)
+            self._nodes[name] = _read_node(self.flavor, name, source)
             self._refresh_free(name)
+            self._retry_waiting()
+
+    def _cards_of(self, name: str) -> tuple[Card, ...] | None:
+        entry = self._nodes.get(name)
+        return None if entry is None or entry.error else entry.cards
+
+    def _retry_waiting(self) -> None:
+        for pod in list(self._waiting.values()):
+            self.upsert_pod(pod)
 
     def remove_node(self, name: str) -> None:
         with self._lock:
@@ -127,11 +144,16 @@ class ClusterState:
         with self._lock:
             if is_terminated(pod):
                 self._pods.pop(key, None)
+                self._waiting.pop(uid, None)
                 self._release(uid)
                 return
             self._pods[key] = dict(pod)
+            self._waiting.pop(uid, None)
             try:
-                alloc = allocation_from_pod(pod)
+                alloc = self.flavor.allocation_from_pod(pod, self._cards_of)
+            except NodeNotKnown:
+                self._waiting[uid] = dict(pod)
+                return
             except AllocationAnnotationError as exc:
                 self._pod_errors[uid] = str(exc)
                 log.error("%s", exc)
@@ -146,6 +168,7 @@ class ClusterState:
         with self._lock:
             self._pods.pop(_pod_key(pod), None)
             self._pod_errors.pop(uid, None)
+            self._waiting.pop(uid, None)
             self._release(uid)
 
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
@@ -156,10 +179,13 @@ class ClusterState:
             self._free_desc.clear()
             self._misfits.clear()
             for node in nodes:
-                name, source = node_source(node)
+                name, source = self.flavor.node_source(node)
                 known = old.get(name)
-                self._nodes[name] = known if known is not None and known.source == source else _read_node(name, source)
+                if known is None or known.source != source:
+                    known = _read_node(self.flavor, name, source)
+                self._nodes[name] = known
                 self._refresh_free(name)
+            self._retry_waiting()
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
         """Relist: rebuild every allocation from the pods' annotations."""
@@ -169,6 +195,7 @@ class ClusterState:
             self._allocs.clear()
             self._used.clear()
             self._pod_errors.clear()
+            self._waiting.clear()
             for name in self._nodes:
                 self._refresh_free(name)
             for pod in pods:
@@ -216,7 +243,7 @@ class ClusterState:
             return Misfit(f"gpushare: node {name} is not in the extender's cache", False)
         if entry.error:
             return Misfit(entry.error, True)
-        return selection.misfit(name, entry.cards, self._used.get(name, {}), request.count, request.per_card_gib)
+        return self.flavor.misfit(name, entry.cards, self._used.get(name, {}), request.count, request.per_card_gib)
 
     def _object_node(self, ref: NodeSource) -> _Node:
         """Cards of a node object the informer does not hold in this form (lock held)."""
@@ -224,7 +251,7 @@ class ClusterState:
         if entry is None or entry.source != ref.source:
             if len(self._object_nodes) > 2 * len(self._nodes) + 1024:
                 self._object_nodes.clear()  # names long gone; bound the cache
-            entry = self._object_nodes[ref.name] = _read_node(ref.name, ref.source)
+            entry = self._object_nodes[ref.name] = _read_node(self.flavor, ref.name, ref.source)
         return entry
 
     def filter(self, pod: Mapping[str, Any], nodes: Sequence[str | NodeSource | Mapping[str, Any]]) -> FilterOutcome:
@@ -233,10 +260,10 @@ class ClusterState:
         informer's gets the very same verdict as its name; any other is judged on its
         own cards and the pods the extender knows on that node."""
         outcome = FilterOutcome()
-        refs = [n if isinstance(n, (str, NodeSource)) else node_source(n) for n in nodes]
+        refs = [n if isinstance(n, (str, NodeSource)) else self.flavor.node_source(n) for n in nodes]
         names = [r if isinstance(r, str) else r.name for r in refs]
         try:
-            if not is_share_pod(pod):  # not ours: the extender has no say over it
+            if not self.flavor.is_share_pod(pod):  # not ours: the extender has no say over it
                 outcome.fits = list(names)
                 return outcome
             request = self._share_request(pod)
@@ -334,6 +361,11 @@ class ClusterState:
                 return alloc  # fault: no reservation; the view changes when the informer sees the bind
             self._hold(alloc)
             return alloc
+
+    def cards(self, node: str) -> tuple[Card, ...]:
+        """The node's cards as the extender knows them (empty when unknown)."""
+        with self._lock:
+            return self._cards_of(node) or ()
 
     def forget(self, uid: str) -> None:
         """Drop a reservation whose bind failed."""

@@ -1,0 +1,122 @@
+"""The reference flavor: this project's stack (docs/design.md), as strategy objects.
+
+The peers' flavors (``gpushare_like.py``, ``hami_like.py``) subclass these and
+override only where the stack they behave like differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gpushare_stack import allocation, contract, faults, request
+from gpushare_stack.allocation import Allocation
+from gpushare_stack.extender import nodes, selection
+from gpushare_stack.extender.nodes import CardSource, NodeSource
+from gpushare_stack.extender.selection import Card, Misfit
+from gpushare_stack.peers import REFERENCE
+from gpushare_stack.request import ShareRequest
+
+CardsOf = Callable[[str], "tuple[Card, ...] | None"]
+
+
+class NodeNotKnown(LookupError):
+    """A pod's allocation names cards by a node's card list the extender has not read yet."""
+
+
+class ReferenceExtender:
+    """How the extender reads requests and nodes, judges fits and writes a bind."""
+
+    name = REFERENCE
+    description = (
+        "kube-scheduler extender that places pods asking aliyun.com/gpu-mem=N with label "
+        "aliyun.com/gpu-count=M on M cards of one node, N/M GiB each."
+    )
+    unit = "GiB"  # of Card.total_gib and the allocation figures
+    default_prefix = contract.EXTENDER_PREFIX
+    # Whether the server may read node objects with its fast msgspec view (the card
+    # annotation and capacity of this flavor); other flavors get their node_source.
+    fast_node_view = True
+
+    def is_share_pod(self, pod: Mapping[str, Any]) -> bool:
+        return request.is_share_pod(pod)
+
+    def share_request(self, pod: Mapping[str, Any]) -> ShareRequest:
+        return request.share_request(pod)
+
+    def node_source(self, node: Mapping[str, Any]) -> NodeSource:
+        return nodes.node_source(node)
+
+    def cards_from_source(self, name: str, source: CardSource) -> tuple[Card, ...]:
+        return nodes.cards_from_source(name, source)
+
+    def misfit(
+        self, node: str, cards: Sequence[Card], used: Mapping[int, int], count: int, per_card: int
+    ) -> Misfit | None:
+        return selection.misfit(node, cards, used, count, per_card)
+
+    def bind_annotations(self, alloc: Allocation, cards: Sequence[Card], pod: Mapping[str, Any]) -> dict[str, str]:
+        return allocation.bind_annotations(alloc)
+
+    def allocation_from_pod(self, pod: Mapping[str, Any], cards_of: CardsOf) -> Allocation | None:
+        return allocation.allocation_from_pod(pod)
+
+
+class ReferenceDevicePlugin:
+    """What the device plugin advertises, publishes on its node, and gives a container."""
+
+    name = REFERENCE
+    description = (
+        "Kubelet device plugin advertising aliyun.com/gpu-mem (one device per GiB per card) and "
+        "aliyun.com/gpu-count (one per card); Allocate gives a container the cards and per-card "
+        "limits the gpushare extender chose."
+    )
+    # The annotations Allocate writes once a pod is done; None: the plugin's default
+    # (ALIYUN_COM_GPU_MEM_ASSIGNED and ACK's scheduler.framework.gpushare.assigned).
+    assigned_annotations: dict[str, str] | None = None
+
+    def resources(self, plugin: Any) -> list[Any]:
+        from gpushare_stack.deviceplugin import devices
+        from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin
+        from gpushare_stack.deviceplugin.plugin import COUNT_SOCKET, MEM_SOCKET
+
+        return [
+            ResourcePlugin(
+                contract.RESOURCE_MEM,
+                MEM_SOCKET,
+                lambda: devices.mem_devices(plugin.cards, plugin.healthy),
+                plugin.allocate_mem,
+            ),
+            ResourcePlugin(
+                contract.RESOURCE_COUNT,
+                COUNT_SOCKET,
+                lambda: devices.count_devices(plugin.cards, plugin.healthy),
+                plugin.allocate_count,
+            ),
+        ]
+
+    def node_annotations(self, cards: list[Any], healthy: dict[str, bool]) -> dict[str, str]:
+        from gpushare_stack.deviceplugin.discovery import node_cards_annotation
+
+        return {contract.NODE_CARDS_ANNOTATION: node_cards_annotation(cards, healthy)}
+
+    def node_capacity(self, cards: list[Any], healthy: dict[str, bool]) -> dict[str, str]:
+        """Extended resources the plugin patches into node status itself (none here)."""
+        return {}
+
+    def container_environment(self, plugin: Any, match: Any) -> tuple[dict[str, str], list[Any]]:
+        from gpushare_stack.deviceplugin.environment import container_environment
+
+        card = next(c for c in plugin.cards if c.index == match.cards[0])
+        env, mounts = container_environment(
+            match.cards,
+            match.shares_gib or match.per_card_gib,
+            match.pod_total_gib,
+            card_gib=card.memory_gib,
+            native_host_dir=plugin.native_host_dir,
+        )
+        if plugin.fault == faults.NO_ISOLATION:
+            env = faults.without_isolation(env)
+        elif plugin.fault in faults.SHIM_FAULTS:
+            env = faults.with_shim_fault(env, plugin.fault)
+        return env, mounts
