@@ -225,6 +225,12 @@ PROFILES: dict[str, StackProfile] = {
         inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX",),
+        # What the gpushare-like flavor of the reference stack logs when it serves
+        # (manifests/overlays/peers/gpushare-like).
+        serving_lines={
+            "app=gpushare,component=gpushare-schd-extender": "serving on",
+            "component=gpushare-device-plugin": "registered aliyun.com/gpu-mem",
+        },
     ),
     "hami": StackProfile(
         name="hami",
@@ -240,6 +246,12 @@ PROFILES: dict[str, StackProfile] = {
         extender_selector="app.kubernetes.io/component=hami-scheduler",
         device_plugin_selector="app.kubernetes.io/component=hami-device-plugin",
         allocation_annotations=("hami.io/vgpu-devices-allocated",),
+        # What the hami-like flavor of the reference stack logs when it serves
+        # (manifests/overlays/peers/hami-like).
+        serving_lines={
+            "app.kubernetes.io/component=hami-scheduler": "serving on",
+            "app.kubernetes.io/component=hami-device-plugin": "registered nvidia.com/gpu",
+        },
     ),
 }
 
