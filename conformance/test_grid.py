@@ -41,17 +41,16 @@ def test_n_gib_over_m_cards_gives_n_over_m_on_each_card(suite, per_card, cards):
         pytest.skip(f"needs {count} cards on one node; the largest GPU node has {suite.max_cards}")
     if per_card_gib > suite.node.card_gib:
         pytest.skip(f"needs {per_card_gib} GiB per card; the node's cards hold {suite.node.card_gib} GiB")
-    if suite.profile.max_cards is not None and count > suite.profile.max_cards:
-        pytest.skip(f"stack profile {suite.profile.name!r} shares at most {suite.profile.max_cards} card(s) per pod")
     total = per_card_gib * count
     with allure.step(f"Submit a pod asking {total} GiB over {cards or 'no gpu-count label'}"):
         pod = suite.submit_share_pod("grid", total, cards)
         obj = suite.wait_running(pod)
-    with allure.step(f"The pod got {count} distinct card(s) on its node"):
-        allocated = suite.allocated_cards(obj)
-        suite.expect(v.distinct("allocated_cards", allocated, count, "cards in the allocation annotation"))
-    with allure.step(f"nvidia-smi lists {count} card(s) of about {per_card_gib} GiB"):
-        report = suite.nvidia_smi_exec(pod)
-        suite.expect(check_card_count(len(report.gpus), count))
-        for visible, seen in sorted(card_totals_mib(report).items()):
-            suite.expect(check_card_total(seen, per_card_gib, suite.physical_mib(obj, visible)))
+    with suite.gathering():
+        with allure.step(f"The pod got {count} distinct card(s) on its node"):
+            allocated = suite.allocated_cards(obj)
+            suite.expect(v.distinct("allocated_cards", allocated, count, "cards in the allocation annotation"))
+        with allure.step(f"nvidia-smi lists {count} card(s) of about {per_card_gib} GiB"):
+            report = suite.nvidia_smi_exec(pod)
+            suite.expect(check_card_count(len(report.gpus), count))
+            for visible, seen in sorted(card_totals_mib(report).items()):
+                suite.expect(check_card_total(seen, per_card_gib, suite.physical_mib(obj, visible)))

@@ -10,41 +10,39 @@ from pathlib import Path
 import allure
 import pytest
 
-from gpushare_conformance import names
-from gpushare_conformance.allocation import card_totals_mib, check_card_count, check_card_total
+from gpushare_conformance import calibration, names
+from gpushare_conformance.allocation import Verdict, card_totals_mib, check_card_count, check_card_total
 from gpushare_conformance.fixtures.framework import verdicts as v
 from gpushare_conformance.fixtures.inventory import cards_from_inventory, load_inventory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.isolation]
 
 OOM = names.OOM_ERROR
-# Allocation headroom below the share for context/driver overhead on real cards.
-HEADROOM_MIB = 64
-
-
-def _require_isolation(suite) -> None:
-    reason = suite.profile.isolation_skip_reason()
-    if reason:
-        pytest.skip(reason)
 
 
 def _alloc_within_and_past(suite, pod: str, visible: int, total_mib: int, physical_mib: int | None) -> None:
-    within = total_mib - HEADROOM_MIB
-    with allure.step(f"Card {visible}: allocating {within} MiB (within the {total_mib} MiB shown) succeeds"):
+    """What a process is told is free is the share (less its context); it can have
+    that, and one MiB past the share shown is refused."""
+    told = suite.told(pod, visible)
+    with allure.step(f"Card {visible}: a new process is told {told.free_mib} MiB free of the {total_mib} MiB shown"):
+        suite.expect(calibration.share_usable(f"share_usable[card {visible}]", told.free_mib, total_mib))
+    within = calibration.within_told(told.free_mib)
+    with allure.step(f"Card {visible}: allocating {within} MiB (what it is told is free) succeeds"):
         ok = suite.probe_alloc(pod, visible, within)
-        suite.expect(v.exit_ok(f"alloc_within_share[card {visible}]", ok.exit_status, ok.output))
+        suite.expect(v.exit_ok(f"alloc_within_share[card {visible}: {within} MiB]", ok.exit_status, ok.output))
     past = total_mib + 1
     with allure.step(f"Card {visible}: allocating {past} MiB (past the share) fails with {OOM}"):
         if physical_mib is not None:
             # The over-share allocation must fit the physical card, so only isolation can refuse it.
             suite.expect(v.below(f"past_share_below_physical[card {visible}]", past, physical_mib, "MiB"))
         bad = suite.probe_alloc(pod, visible, past)
-        suite.expect(v.fails_with(f"alloc_past_share_oom[card {visible}]", bad.exit_status, bad.output, OOM))
+        suite.expect(
+            v.fails_with(f"alloc_past_share_oom[card {visible}: {past} MiB]", bad.exit_status, bad.output, OOM)
+        )
 
 
 @pytest.mark.capacity(cards=2)
 def test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory(suite):
-    _require_isolation(suite)
     cards = suite.profile.cards_for(min(2, suite.max_cards))
     per_card = 2
     with allure.step(f"Run a pod with {per_card} GiB on each of {cards} card(s)"):
@@ -66,20 +64,20 @@ ALLOC_PATHS = ("alloc", "pitch", "managed", "async", "pool", "vmm")
 @pytest.mark.capacity(cards=1)
 @pytest.mark.parametrize("api", ALLOC_PATHS)
 def test_every_allocation_path_is_held_to_the_share(suite, api):
-    _require_isolation(suite)
-    if not suite.profile.probe_path:
-        pytest.skip(f"stack profile {suite.profile.name!r} mounts no allocation probe")
     per_card = 1
     with allure.step(f"Run a pod with {per_card} GiB on one card"):
         pod = suite.submit_share_pod(f"path-{api}", per_card, None)
         obj = suite.wait_running(pod)
     total = card_totals_mib(suite.nvidia_smi_exec(pod))[0]
-    within, past = total - HEADROOM_MIB, total + 1
-    with allure.step(f"--api {api}: allocating {within} MiB (within the {total} MiB shown) succeeds"):
+    physical = suite.physical_mib(obj, 0)
+    suite.expect(check_card_total(total, per_card, physical))
+    told = suite.told(pod, 0)
+    suite.expect(calibration.share_usable("share_usable[card 0]", told.free_mib, total))
+    within, past = calibration.within_told(told.free_mib), total + 1
+    with allure.step(f"--api {api}: allocating {within} MiB (what a process is told is free) succeeds"):
         ok = suite.probe(pod, 0, within, "--api", api)
         suite.expect(v.exit_ok(f"alloc_within_share[--api {api}]", ok.exit_status, ok.output))
     with allure.step(f"--api {api}: allocating {past} MiB (past the share) fails with {OOM}"):
-        physical = suite.physical_mib(obj, 0)
         if physical is not None:
             suite.expect(v.below(f"past_share_below_physical[--api {api}]", past, physical, "MiB"))
         bad = suite.probe(pod, 0, past, "--api", api)
@@ -88,7 +86,6 @@ def test_every_allocation_path_is_held_to_the_share(suite, api):
 
 @pytest.mark.capacity(cards="all")
 def test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card(suite):
-    _require_isolation(suite)
     cards = suite.profile.cards_for(len(suite.node.cards))
     card_gib = suite.node.card_gib
     first, second = 2, 3
@@ -110,6 +107,7 @@ def test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card
                 suite.expect(check_card_total(total, share, suite.physical_mib(obj, visible)))
             _alloc_within_and_past(suite, name, 0, card_totals_mib(report)[0], suite.physical_mib(obj, 0))
     with allure.step("Together they stay within each card: a pod asking the rest plus 1 GiB stays Pending"):
+        # Both pods run (positive controls), so a refusal here is the stack's accounting.
         rest = card_gib - first - second
         reason = suite.rejection_reason("overbook", (rest + 1) * cards, cards)
         suite.expect(v.matches("no_overbooking", r"\S", reason, "scheduling reason"))
@@ -127,11 +125,9 @@ def test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card
 
 @pytest.mark.capacity(cards=0)
 def test_node_advertising_matches_nvml_inventory(suite):
-    if suite.profile.per_card_mib:
-        pytest.skip(f"stack profile {suite.profile.name!r} advertises no GiB memory resource to compare")
     node = suite.node
     with allure.step("What NVML reports on the node"):
-        if suite.options.mocked_nvml and suite.handle.details.get("inventory"):
+        if suite.options.mocked_nvml and suite.handle.details.get("inventory") and suite.handle.provider == "local":
             inventory = cards_from_inventory(load_inventory(Path(suite.handle.details["inventory"])))
             truth = {c.index: c.memory_mib for c in inventory}
             source = f"mock inventory {suite.handle.details['inventory']}"
@@ -139,6 +135,26 @@ def test_node_advertising_matches_nvml_inventory(suite):
             truth, source = suite.nvml_cards(node.node)
         allure.attach(str(truth), f"NVML cards ({source})", allure.attachment_type.TEXT)
     expected_count = len(truth)
+    if suite.profile.per_card_mib:
+        # Such a stack advertises card slots (HAMi: nvidia.com/gpu, a number of virtual
+        # devices per card) and no memory resource: every card must be there, each with
+        # the same number of slots.
+        with allure.step(
+            f"Node {node.node} advertises {suite.profile.count_resource} for each of {expected_count} cards"
+        ):
+            slots = node.advertised_count or 0
+            whole = slots >= expected_count and slots % expected_count == 0
+            suite.expect(
+                Verdict(
+                    "advertised_gpu_count",
+                    f"a multiple of {expected_count} (the cards NVML reports)",
+                    slots,
+                    whole,
+                    f"allocatable {suite.profile.count_resource}={slots} for {expected_count} cards"
+                    + (f" ({slots // expected_count} per card)" if whole else ": not the same number for every card"),
+                )
+            )
+        return
     expected_mem = sum(mib // 1024 for mib in truth.values())
     with allure.step(f"Node {node.node} advertises {expected_count} cards and {expected_mem} GiB"):
         suite.expect(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import allure
 import pytest
 
+from gpushare_conformance.allocation import DEFAULT_TOLERANCE, card_totals_mib
 from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.restrictions]
@@ -27,51 +28,81 @@ def _expect_rejected(suite, name: str, total: int, cards: int | None, rule: str,
         suite.expect(v.matches(f"reason_names_rule[{rule}]", pattern, reason, "scheduling reason"))
 
 
-@pytest.mark.capacity(cards=0)
+@pytest.mark.capacity(cards=2)
 def test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled(suite):
-    if suite.profile.per_card_mib:
-        pytest.skip(f"stack profile {suite.profile.name!r} asks memory per card: N/M cannot be fractional")
-    if not suite.profile.multi_card:
-        pytest.skip(f"stack profile {suite.profile.name!r} has no multi-card sharing")
     if suite.max_cards < 2:
         pytest.skip("needs a node with 2 cards, so only the integer rule can reject the pod")
+    if suite.profile.per_card_mib:
+        _per_card_spelling_gives_the_fraction(suite)
+        return
+    with allure.step("Positive control: 2 GiB over 2 cards (N/M = 1) is placed"):
+        suite.positive_control("integer", 2, 2, "N/M an integer")
     _expect_rejected(suite, "not-integer", 3, 2, "N/M must be an integer", NON_INTEGER)
 
 
-@pytest.mark.capacity(cards=0)
+def _per_card_spelling_gives_the_fraction(suite) -> None:
+    """A stack that asks memory per card in MiB cannot be asked a non-integer N/M in GiB:
+    3 GiB over 2 cards is spelled 1536 MiB per card. The rule is then moot; what the
+    stack must do is give exactly that on each card (or refuse it), never round."""
+    share_mib = 3 * 1024 // 2
+    with allure.step(f"3 GiB over 2 cards, spelled {share_mib} MiB per card: the stack gives that or refuses"):
+        pod = suite.submit_share_pod("fraction", 3, 2)
+        obj = suite.wait_running(pod)
+        report = suite.nvidia_smi_exec(pod)
+        suite.expect(v.equal("card_count", 2, len(report.gpus), "cards nvidia-smi lists"))
+        for visible, seen in sorted(card_totals_mib(report).items()):
+            physical = suite.physical_mib(obj, visible)
+            high = min(int(share_mib * (1 + DEFAULT_TOLERANCE)), (physical or 1 << 40) - 1)
+            suite.expect(
+                v.within(
+                    f"per_card_share[card {visible}]",
+                    seen,
+                    share_mib,
+                    high,
+                    "MiB",
+                    f"{suite.profile.memory_resource} asks MiB per card: N/M = 1.5 GiB is a valid request, "
+                    f"and card {visible} shows {seen} MiB for it",
+                )
+            )
+
+
+@pytest.mark.capacity(cards="all")
 def test_gpu_count_above_any_node_cards_is_not_scheduled(suite):
     cards = suite.max_cards + 1
-    if suite.profile.max_cards is not None and cards > suite.profile.max_cards:
-        pytest.skip(f"stack profile {suite.profile.name!r} cannot express {cards} cards per pod")
+    with allure.step(f"Positive control: 1 GiB on each of the node's {len(suite.node.cards)} cards is placed"):
+        suite.positive_control("all-cards", len(suite.node.cards), len(suite.node.cards), "every card of a node")
     _expect_rejected(suite, "too-many-cards", cards, cards, "all M cards on one node", TOO_MANY_CARDS)
 
 
-@pytest.mark.capacity(cards=0)
+@pytest.mark.capacity(cards=2)
 def test_per_card_share_above_card_size_is_not_scheduled(suite):
     per_card = suite.node.card_gib + 1
     # With 3+ cards the pod total stays within the node's total, so only the per-card
     # rule (not plain capacity) can turn it away.
     cards = 2 if suite.max_cards >= 3 and suite.profile.multi_card else None
+    with allure.step(f"Positive control: a whole card ({suite.node.card_gib} GiB) on {cards or 1} card(s) is placed"):
+        suite.positive_control("whole-card", suite.node.card_gib * (cards or 1), cards, "a share of one whole card")
     _expect_rejected(suite, "share-above-card", per_card * (cards or 1), cards, "N/M fits on a card", SHARE_ABOVE_CARD)
 
 
 @pytest.mark.capacity(cards="all")
 def test_all_cards_of_a_pod_are_distinct_and_on_its_node(suite):
-    cards = suite.profile.cards_for(len(suite.node.cards))
+    cards = len(suite.node.cards)
     if cards < 2:
-        pytest.skip("needs a node with 2 or more cards")
+        pytest.skip(f"needs a node with 2 or more cards; {suite.node.node} has {cards}")
     with allure.step(f"Submit a pod over all {cards} cards of the largest node"):
         pod = suite.submit_share_pod("all-cards", cards, cards)
         obj = suite.wait_running(pod)
     node = suite.node_of(obj)
-    with allure.step("The allocation names M distinct cards of the pod's node"):
-        allocated = suite.allocated_cards(obj)
-        known = {str(c.index) for c in node.cards}
-        suite.expect(v.distinct("cards_distinct", allocated, cards, "allocated cards"))
-        suite.expect(v.subset("cards_on_node", allocated, known, f"cards of node {node.node}"))
-    with allure.step("The container sees exactly those cards"):
-        env = suite.env(pod)
-        visible = [v.strip() for v in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-        suite.expect(v.equal("visible_devices", sorted(allocated), sorted(visible), "NVIDIA_VISIBLE_DEVICES"))
-        report = suite.nvidia_smi_exec(pod)
-        suite.expect(v.equal("nvidia_smi_cards", cards, len(report.gpus), "cards nvidia-smi lists"))
+    with suite.gathering():
+        with allure.step("The allocation names M distinct cards of the pod's node"):
+            allocated = suite.allocated_cards(obj)
+            known = suite.card_ids(node)
+            suite.expect(v.distinct("cards_distinct", allocated, cards, "allocated cards"))
+            suite.expect(v.subset("cards_on_node", allocated, known, f"cards of node {node.node}"))
+        with allure.step("The container sees exactly those cards"):
+            env = suite.env(pod)
+            visible = [v.strip() for v in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+            suite.expect(v.equal("visible_devices", sorted(allocated), sorted(visible), "NVIDIA_VISIBLE_DEVICES"))
+            report = suite.nvidia_smi_exec(pod)
+            suite.expect(v.equal("nvidia_smi_cards", cards, len(report.gpus), "cards nvidia-smi lists"))

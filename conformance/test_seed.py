@@ -24,10 +24,11 @@ TOTAL_MEMORY_LINE = re.compile(r"totalMemory:\s*([0-9.]+)\s*GiB")
 
 def _verify_smi(suite, pod: str, report, how: str) -> None:
     obj = suite.pod(pod)
-    suite.expect(check_card_count(len(report.gpus), CARDS))
-    for visible, total in sorted(card_totals_mib(report).items()):
-        with allure.step(f"{how}: card {visible} shows about {TOTAL_GIB // CARDS} GiB, below the physical card"):
-            suite.expect(check_card_total(total, TOTAL_GIB // CARDS, suite.physical_mib(obj, visible)))
+    with suite.gathering():
+        suite.expect(check_card_count(len(report.gpus), CARDS))
+        for visible, total in sorted(card_totals_mib(report).items()):
+            with allure.step(f"{how}: card {visible} shows about {TOTAL_GIB // CARDS} GiB, below the physical card"):
+                suite.expect(check_card_total(total, TOTAL_GIB // CARDS, suite.physical_mib(obj, visible)))
 
 
 @pytest.mark.capacity(cards=CARDS)
@@ -40,16 +41,19 @@ def test_seed_job_gets_4gib_on_each_of_2_cards(suite):
         pod = suite.job_pod(job)
         suite.wait_running(pod)
 
-    with allure.step("Terminal (API exec): nvidia-smi lists 2 cards of about 4 GiB"):
-        _verify_smi(suite, pod, suite.nvidia_smi_exec(pod), "API exec")
-    with allure.step("Terminal (kubectl exec -it, interactive): nvidia-smi lists 2 cards of about 4 GiB"):
-        _verify_smi(suite, pod, suite.nvidia_smi_terminal(pod), "interactive terminal")
+    # Every step is judged even when an earlier one failed: a stack that gives one card
+    # of 8 GiB is shown with its card count, its totals and its log alike.
+    with suite.gathering():
+        with allure.step("Terminal (API exec): nvidia-smi lists 2 cards of about 4 GiB"):
+            _verify_smi(suite, pod, suite.nvidia_smi_exec(pod), "API exec")
+        with allure.step("Terminal (kubectl exec -it, interactive): nvidia-smi lists 2 cards of about 4 GiB"):
+            _verify_smi(suite, pod, suite.nvidia_smi_terminal(pod), "interactive terminal")
 
-    with allure.step("Logs: the totalMemory line appears twice, about 4 GiB each"):
-        report = suite.tf_log(pod, CARDS)
-        lines = TOTAL_MEMORY_LINE.findall(pod_logs(suite.kube, suite.namespace, pod))
-        suite.expect(v.equal("total_memory_lines", CARDS, len(lines), f"'totalMemory:' lines in the log {lines}"))
-        suite.expect(check_card_count(len(report.devices), CARDS))
-        obj = suite.pod(pod)
-        for visible, total in sorted(card_totals_mib(report).items()):
-            suite.expect(check_card_total(total, TOTAL_GIB // CARDS, suite.physical_mib(obj, visible)))
+        with allure.step("Logs: the totalMemory line appears twice, about 4 GiB each"):
+            report = suite.tf_log(pod, CARDS)
+            lines = TOTAL_MEMORY_LINE.findall(pod_logs(suite.kube, suite.namespace, pod))
+            suite.expect(v.equal("total_memory_lines", CARDS, len(lines), f"'totalMemory:' lines in the log {lines}"))
+            suite.expect(check_card_count(len(report.devices), CARDS))
+            obj = suite.pod(pod)
+            for visible, total in sorted(card_totals_mib(report).items()):
+                suite.expect(check_card_total(total, TOTAL_GIB // CARDS, suite.physical_mib(obj, visible)))

@@ -33,6 +33,11 @@ RUN_LABEL = "gpushare.conformance.io/run-id"
 SEED_IMAGE = "registry.cn-beijing.aliyuncs.com/ai-samples/gpushare-sample:tensorflow-1.5"
 MOCK_WORKLOAD_IMAGE = "localhost/gpushare-conformance/tf-mnist-mock:dev"
 STACK_IMAGE = "localhost/gpushare-conformance/stack:dev"
+# The suite's own workload image: the pods the checks exec into run it on every stack
+# (mock or real driver), so the probe below is there whatever the stack mounts.
+SUITE_IMAGE = MOCK_WORKLOAD_IMAGE
+# The CUDA driver probe in SUITE_IMAGE (dlopens the libcuda.so.1 the node's runtime gives).
+PROBE = "/usr/local/bin/gpushare-probe"
 
 # What pods see.
 OOM_ERROR = "CUDA_ERROR_OUT_OF_MEMORY"

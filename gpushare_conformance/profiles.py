@@ -34,8 +34,15 @@ class StackProfile:
 
     ``memory_resource``/``count_resource`` are the node's extended resources;
     ``per_card_mib`` means the pod asks memory per card in MiB (HAMi) rather than a
-    pod total in GiB (Alibaba's form); ``max_cards`` is the most cards one pod may
-    span (1 for the open-source gpushare, which has no multi-card sharing).
+    pod total in GiB (Alibaba's form); ``max_cards`` is the most cards the stack's
+    documentation says one pod may span (1 for the open-source gpushare).
+
+    Nothing here decides a verdict. ``max_cards`` only sizes the requests of checks
+    about *other* rules (a lifecycle check on gpushare asks one card, so a known gap
+    does not hide whether capacity comes back); the checks of the multi-card rules ask
+    the seed's request whatever the profile says, and judge what the stack did.
+    ``known_gaps`` (rule ids of ``rules.RULES``) only changes how a failure is worded
+    in the summary: "FAIL (known gap)", still a failure.
     """
 
     name: str
@@ -46,8 +53,6 @@ class StackProfile:
     per_card_mib: bool
     max_cards: int | None
     node_resources: tuple[str, ...]
-    # Whether nvidia-smi inside the pod shows the share as the card's total.
-    isolates_memory: bool
     stack_namespace: str
     extender_selector: str | None
     device_plugin_selector: str
@@ -55,8 +60,8 @@ class StackProfile:
     inspect_path: str | None = None
     # Pod annotations the scheduler writes with the cards it picked.
     allocation_annotations: tuple[str, ...] = field(default_factory=tuple)
-    # Probe binary mounted into every allocated container (reference stack only).
-    probe_path: str | None = None
+    # Seed rules the stack's documentation says it does not meet (reported, never skipped).
+    known_gaps: frozenset[str] = frozenset()
     # What each component logs once it serves, by pod selector: a restart is over when
     # the new pod has said it (a rollout alone does not prove the plugin re-registered).
     serving_lines: Mapping[str, str] = field(default_factory=dict)
@@ -70,31 +75,21 @@ class StackProfile:
         """The most cards a pod of this stack can take on a node with ``node_cards``."""
         return node_cards if self.max_cards is None else min(node_cards, self.max_cards)
 
-    def isolation_skip_reason(self) -> str | None:
-        """Why memory-isolation checks cannot run against this stack, or None."""
-        if not self.isolates_memory:
-            return f"stack profile {self.name!r} does not claim memory isolation"
-        if not self.probe_path:
-            return f"stack profile {self.name!r} mounts no allocation probe into pods"
-        return None
-
     def pod_request(self, total_gib: int, cards: int | None) -> PodRequest:
         """Labels and limits asking ``total_gib`` GiB over ``cards`` cards.
 
         ``cards=None`` is single-GPU sharing written the seed's way: no count label.
         The request is rendered as asked even when it breaks the seed's rules (the
-        restriction checks submit such requests on purpose); only requests the
-        stack's syntax cannot express raise ``ProfileError``.
+        restriction checks submit such requests on purpose) or goes past what the
+        stack documents (gpushare gets the seed's label, as its users would write it,
+        and the evidence shows what it made of it); only a request the stack's
+        syntax cannot express at all raises ``ProfileError``.
         """
         if isinstance(total_gib, bool) or not isinstance(total_gib, int) or total_gib < 1:
             raise ProfileError(f"total_gib must be a positive integer, got {total_gib!r}")
         if cards is not None and (isinstance(cards, bool) or not isinstance(cards, int) or cards < 1):
             raise ProfileError(f"cards must be a positive integer or None, got {cards!r}")
         count = cards or 1
-        if self.max_cards is not None and count > self.max_cards:
-            raise ProfileError(
-                f"profile {self.name!r} supports at most {self.max_cards} card(s) per pod, asked cards={count}"
-            )
         if self.per_card_mib:
             if total_gib * GIB_MIB % count:
                 raise ProfileError(
@@ -170,6 +165,11 @@ def _card_sort_key(card: str) -> tuple[int, str]:
 
 _ALIYUN_MEM = "aliyun.com/gpu-mem"
 _ALIYUN_COUNT = "aliyun.com/gpu-count"
+# Rule ids (rules.RULES) a stack without multi-card sharing, or without memory isolation, breaks.
+_MULTI_CARD_RULES = frozenset({"multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards"})
+_ISOLATION_RULES = frozenset(
+    {"isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container", "memory_comes_back"}
+)
 
 PROFILES: dict[str, StackProfile] = {
     "reference": StackProfile(
@@ -181,14 +181,12 @@ PROFILES: dict[str, StackProfile] = {
         per_card_mib=False,
         max_cards=None,
         node_resources=(_ALIYUN_MEM, _ALIYUN_COUNT),
-        isolates_memory=True,
         stack_namespace="gpushare-system",
         extender_selector="app=gpushare-extender",
         device_plugin_selector="app=gpushare-device-plugin",
         inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
-        probe_path="/usr/local/gpushare/bin/gpushare-probe",
         serving_lines={
             "app=gpushare-extender": "serving on",
             "app=gpushare-device-plugin": "registered aliyun.com/gpu-mem",
@@ -203,7 +201,6 @@ PROFILES: dict[str, StackProfile] = {
         per_card_mib=False,
         max_cards=None,
         node_resources=(_ALIYUN_MEM,),
-        isolates_memory=True,
         stack_namespace="kube-system",
         extender_selector=None,
         device_plugin_selector="component=gpushare-device-plugin",
@@ -214,11 +211,11 @@ PROFILES: dict[str, StackProfile] = {
         description="open-source AliyunContainerService gpushare (single card, no isolation)",
         memory_resource=_ALIYUN_MEM,
         count_resource=_ALIYUN_COUNT,
-        count_label=None,
+        # gpushare has no multi-card sharing; its users still write the seed's label.
+        count_label=_ALIYUN_COUNT,
         per_card_mib=False,
         max_cards=1,
         node_resources=(_ALIYUN_MEM,),
-        isolates_memory=False,
         stack_namespace="kube-system",
         extender_selector="app=gpushare,component=gpushare-schd-extender",
         device_plugin_selector="component=gpushare-device-plugin",
@@ -231,6 +228,8 @@ PROFILES: dict[str, StackProfile] = {
             "app=gpushare,component=gpushare-schd-extender": "serving on",
             "component=gpushare-device-plugin": "registered aliyun.com/gpu-mem",
         },
+        # Its README: one card per pod, and "GPU memory isolation is not supported".
+        known_gaps=frozenset(_MULTI_CARD_RULES | _ISOLATION_RULES),
     ),
     "hami": StackProfile(
         name="hami",
@@ -241,7 +240,6 @@ PROFILES: dict[str, StackProfile] = {
         per_card_mib=True,
         max_cards=None,
         node_resources=("nvidia.com/gpu",),
-        isolates_memory=True,
         stack_namespace="kube-system",
         extender_selector="app.kubernetes.io/component=hami-scheduler",
         device_plugin_selector="app.kubernetes.io/component=hami-device-plugin",

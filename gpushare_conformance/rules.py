@@ -117,7 +117,14 @@ _RULES = (
         "GPU memory isolation",
         "isolation",
         "critical",
-        ("alloc_past_share_oom", "alloc_within_share", "past_share_below_physical", "no_overbooking", "same_cards"),
+        (
+            "alloc_past_share_oom",
+            "alloc_within_share",
+            "share_usable",
+            "past_share_below_physical",
+            "no_overbooking",
+            "same_cards",
+        ),
     ),
     Rule(
         "integer_share",
@@ -126,7 +133,7 @@ _RULES = (
         "N/M must be an integer",
         "restrictions",
         "critical",
-        ("reason_names_rule",),
+        ("reason_names_rule", "positive_control", "per_card_share", "card_count"),
     ),
     Rule(
         "same_node",
@@ -135,7 +142,15 @@ _RULES = (
         "must be on the same Kubernetes node",
         "restrictions",
         "critical",
-        ("cards_on_node", "reason_names_rule", "not_split", "not_bound", "on_a_node_with_room", "cards_on_its_node"),
+        (
+            "cards_on_node",
+            "reason_names_rule",
+            "positive_control",
+            "not_split",
+            "not_bound",
+            "on_a_node_with_room",
+            "cards_on_its_node",
+        ),
     ),
     Rule(
         "distinct_cards",
@@ -153,7 +168,7 @@ _RULES = (
         "Allocation formula",
         "restrictions",
         "normal",
-        ("reason_names_rule",),
+        ("reason_names_rule", "positive_control"),
     ),
     Rule(
         "node_advertises",
@@ -173,6 +188,7 @@ _RULES = (
         "critical",
         (
             "second_process_past_budget",
+            "second_process_told",
             "second_process_within_budget",
             "child_reads_the_card",
             "child_card_line",

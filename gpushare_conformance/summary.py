@@ -26,6 +26,15 @@ class RuleLine:
     figure: str
     checks: int = 0  # how many checks of this rule ran
     evidence: str = ""  # on FAIL: the check and where its evidence is
+    known_gap: bool = False  # the stack's profile says it does not meet this rule
+
+    @property
+    def shown_figure(self) -> str:
+        """The figure, said to be a known gap where the profile declares one (a known
+        gap that passes is worth a look: the profile may be out of date)."""
+        if not self.known_gap or self.status not in (PASS, FAIL):
+            return self.figure
+        return f"(known gap{', yet it passed' if self.status == PASS else ''}) {self.figure}"
 
 
 def _card_figure(records: list[VerdictRecord], test_records: list[VerdictRecord]) -> str:
@@ -64,14 +73,22 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
         if stopped is None:
             return FAIL, f"{outcome.outcome}: {outcome.reason}"
         if not own:
-            return SKIP, f"not reached: the check stopped at {stopped.check}"
+            # The check's premise failed (e.g. no budget to share on a stack that does
+            # not isolate): the rule is not shown to hold, and the premise is the evidence.
+            return FAIL, f"not shown: the check stopped at {_figure([stopped], records, failed=True)}"
     if not own:
         return (INFO if rule.kind == "info" else PASS), f"{check_name(nodeid)} passed"
     return (INFO if rule.kind == "info" else PASS), _figure(own, records, failed=False)
 
 
+def known_gaps(result: VerdictFile) -> frozenset[str]:
+    """The rules the run's stack profile declares as known gaps (the ``known_gaps`` fact)."""
+    return frozenset(g for g in result.facts.get("known_gaps", "").split(",") if g)
+
+
 def build_summary(result: VerdictFile) -> list[RuleLine]:
     """One line per rule of the registry, in registry order."""
+    gaps = known_gaps(result)
     by_test: dict[str, list[VerdictRecord]] = {}
     for r in result.records:
         by_test.setdefault(r.test, []).append(r)
@@ -91,8 +108,24 @@ def build_summary(result: VerdictFile) -> list[RuleLine]:
         judged.sort()
         _, _, nodeid, status, figure = judged[0]
         evidence = _evidence(nodeid, result.outcomes[nodeid]) if status == FAIL else ""
-        lines.append(RuleLine(rule, status, figure, len(judged), evidence))
+        lines.append(RuleLine(rule, status, figure, len(judged), evidence, rule.id in gaps))
     return lines
+
+
+def conformance_line(lines: list[RuleLine]) -> str:
+    """The last line of the table: does the stack conform to the seed, yes or no."""
+    failed = [line for line in lines if line.status == FAIL]
+    unjudged = [line for line in lines if line.status in (SKIP, NOT_RUN)]
+    if failed:
+        gaps = sum(1 for line in failed if line.known_gap)
+        known = f", {gaps} of them known gaps" if gaps else ""
+        return f"conforms to the seed: no ({len(failed)} rule{'s' if len(failed) != 1 else ''} failed{known})"
+    if unjudged:
+        return (
+            f"conforms to the seed: yes, on what ran ({len(unjudged)} rule{'s' if len(unjudged) != 1 else ''} "
+            f"not judged here: {', '.join(line.rule.words for line in unjudged)})"
+        )
+    return "conforms to the seed: yes (every rule passed)"
 
 
 def _cut(text: str, width: int) -> str:
@@ -121,12 +154,14 @@ def render_lines(result: VerdictFile, width: int = 100, full_list: str = "") -> 
         room = width - 6 - words_width - 2 - len(ran)
         out.append(
             (
-                f"{line.status:<4}  {line.rule.words:<{words_width}}  {_cut(line.figure, room)}{ran}".rstrip(),
+                f"{line.status:<4}  {line.rule.words:<{words_width}}  {_cut(line.shown_figure, room)}{ran}".rstrip(),
                 STYLES[line.status],
             )
         )
         if line.evidence:
             out.append((_cut(f"      evidence: {line.evidence}", width), STYLES[FAIL]))
+    verdict = conformance_line(lines)
+    out.append((verdict, STYLES[FAIL] if verdict.startswith("conforms to the seed: no") else STYLES[PASS]))
     if full_list:
         out.append((_cut(full_list, width), ""))
     return out
@@ -139,7 +174,7 @@ def render_text(result: VerdictFile, width: int = 100, colour: bool = False, ful
     for text, style in render_lines(result, width, full_list):
         if colour and style:
             # The status word of a rule line; a headline or an evidence line whole.
-            cut = len(text) if style == "bold" or text.startswith(" ") else 4
+            cut = len(text) if style == "bold" or text.startswith((" ", "conforms")) else 4
             text = f"\033[{codes[style]}m{text[:cut]}\033[0m{text[cut:]}"
         out.append(text)
     return "\n".join(out)

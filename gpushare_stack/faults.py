@@ -25,7 +25,8 @@ PER_PROCESS_BUDGET = "per-process-budget"
 LEAK_FREES = "leak-frees"
 NO_RECLAIM = "no-reclaim"
 UNGUARDED_MANAGED = "unguarded-managed"
-EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES)
+SCHEDULE_NOTHING = "schedule-nothing"
+EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING)
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
 SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM, UNGUARDED_MANAGED)
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, *SHIM_FAULTS)
@@ -42,7 +43,8 @@ EXTENDER_HELP = (
     "from the informer's view only, ignoring reservations of binds in flight (and waits "
     f"{STALE_VIEW_BIND_DELAY_S:g} s before writing a bind, so a burst's binds overlap); "
     f"{CARDS_ACROSS_NODES} counts free cards across all nodes, so a pod asking M cards fits "
-    "a node that has fewer (default: no fault)"
+    f"a node that has fewer; {SCHEDULE_NOTHING} turns every GPU pod away with a reason that "
+    "sounds like each restriction (default: no fault)"
 )
 DEVICE_PLUGIN_HELP = (
     f"break the device plugin on purpose, {HELP}: {NO_ISOLATION} leaves the isolation shim "
@@ -109,6 +111,16 @@ def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
     env plus ``GPUSHARE_SHIM_FAULT``, which the shim reads at start and announces on
     stderr as ``FAULT INJECTED``."""
     return {**env, SHIM_FAULT_ENV: fault}
+
+
+def nothing_fits(count: int, share_gib: int) -> str:
+    """Fault ``schedule-nothing``: the reason every node gives every GPU pod. It names
+    every rule (gpu-mem per card, N/M, not enough cards), so only a check that first
+    shows a fitting pod placed can tell this stack from one that enforces the rules."""
+    return (
+        f"not enough cards with the gpu-mem asked per card "
+        f"(N/M = {share_gib} GiB on each of {count} card(s)): FAULT INJECTED schedule-nothing"
+    )
 
 
 def stale_view_delay(log: logging.Logger, pod: str) -> None:

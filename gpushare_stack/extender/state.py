@@ -271,6 +271,9 @@ class ClusterState:
             outcome.unresolvable = {n: str(exc) for n in names}
             return outcome
         count, share = request.count, request.per_card_gib
+        if self.fault == faults.SCHEDULE_NOTHING:
+            outcome.failed = {n: faults.nothing_fits(count, share) for n in names}
+            return outcome
         with self._lock:
             nodes_known, free_desc, misfits, key = self._nodes, self._free_desc, self._misfits, (count, share)
             pooled = faults.cards_free_across_nodes(free_desc, share) if self.fault == faults.CARDS_ACROSS_NODES else 0

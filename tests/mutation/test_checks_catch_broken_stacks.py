@@ -95,9 +95,9 @@ CASES = [
         "gpushare-device-plugin",
         {
             # Each process gets the whole 2 GiB: the second one is granted the rest plus 1 MiB.
-            f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left": r"second_process_past_budget\[first holds 1536 MiB \+ asks 513 MiB > budget 2048 MiB\].*exit 0",
-            # The child sees the whole share free while its parent holds 1536 MiB.
-            f"{BUDGET}::test_child_of_a_process_using_the_card_sees_the_same_share_and_budget": r"child_free_after_parent: the child's free while its parent holds 1536 of 2048 MiB: 2048 MiB exceeds 512",
+            f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left": r"second_process_past_budget\[first holds 512 MiB \+ asks 1537 MiB > budget 2048 MiB\].*exit 0",
+            # The child sees the whole share free while its parent holds 512 MiB.
+            f"{BUDGET}::test_child_of_a_process_using_the_card_sees_the_same_share_and_budget": r"child_free_after_parent: the child's free while its parent holds 512 of 2048 MiB: 2048 MiB exceeds 1536",
         },
         control=f"{BUDGET}::test_memory_freed_in_a_process_comes_back_every_time",
     ),
@@ -127,6 +127,18 @@ CASES = [
             f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[managed]": r"alloc_past_share_oom\[--api managed\]: exit 0",
         },
         control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
+    ),
+    Case(
+        faults.SCHEDULE_NOTHING,
+        "gpushare-extender",
+        {
+            # Every GPU pod is turned away with a reason naming every rule: only the
+            # positive control (a pod that keeps the rule is placed) tells it apart.
+            f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled": r"positive_control: integer \(2 GiB over 2 card\(s\), N/M an integer\) did not run, so a refusal would prove nothing",
+            f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled": r"positive_control: all-cards .* did not run, so a refusal would prove nothing",
+            f"{RESTRICTIONS}::test_per_card_share_above_card_size_is_not_scheduled": r"positive_control: whole-card .* did not run, so a refusal would prove nothing",
+        },
+        control=f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
     ),
     Case(
         faults.STALE_VIEW,

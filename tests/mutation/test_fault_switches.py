@@ -209,6 +209,24 @@ def test_cards_across_nodes_fits_a_pod_no_single_node_can_hold():
     assert len(broken.assume(asks, "n1").per_card) == 1  # split: one card here, the other "elsewhere"
 
 
+# -------------------------------------------------------- schedule-nothing
+def test_schedule_nothing_turns_every_gpu_pod_away_with_a_reason_for_every_rule():
+    def state_with(fault):
+        state = ClusterState(fault=fault)
+        state.replace_nodes([four_card_node()])
+        state.replace_pods([])
+        return state
+
+    fits = share_pod("fits", 2, 2)
+    name = four_card_node()["metadata"]["name"]
+    assert state_with(None).filter(fits, [name]).fits == [name]
+    broken = state_with(faults.SCHEDULE_NOTHING).filter(fits, [name])
+    assert broken.fits == [] and not broken.unresolvable
+    # The reason would satisfy every restriction check's pattern on its own.
+    for word in ("N/M", "gpu-mem", "per card", "not enough cards"):
+        assert word in broken.failed[name]
+
+
 # ------------------------------------------------------- switches and warnings
 def test_components_refuse_faults_that_are_not_theirs():
     with pytest.raises(ValueError, match="--fault must be one of"):
@@ -272,6 +290,7 @@ def render(path: Path) -> list[dict]:
         (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
         (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
+        (faults.SCHEDULE_NOTHING, "Deployment", "gpushare-extender"),
         *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
     ],
 )

@@ -71,7 +71,11 @@ def test_one_line_per_rule_with_status_and_figure():
     assert lines["isolation_smi"].status == FAIL
     assert lines["isolation_smi"].figure == "2 cards x 16160 MiB, want 2048..2252 MiB and < 16160 MiB"
     assert "reports/diagnostics/gs-alloc-1-ab12" in lines["isolation_smi"].evidence
-    assert lines["alloc_past_share_refused"].status == SKIP, "the check stopped before its allocations"
+    # The check stopped at its premise (the card total) before its allocations: the rule
+    # is not shown to hold, and the premise's figure is the evidence; never a SKIP.
+    assert lines["alloc_past_share_refused"].status == FAIL
+    assert lines["alloc_past_share_refused"].figure.startswith("not shown: the check stopped at ")
+    assert "16160 MiB" in lines["alloc_past_share_refused"].figure
     assert lines["compute_shared"].status == INFO and "not isolated" in lines["compute_shared"].figure
     assert lines["capacity_returned"].status == NOT_RUN
 

@@ -25,10 +25,28 @@ def test_hami_asks_cards_and_mib_per_card():
     assert req.limits == {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "4096"}
 
 
-def test_open_gpushare_refuses_multi_card_requests():
-    with pytest.raises(ProfileError, match="at most 1 card"):
-        get_profile("gpushare").pod_request(8, 2)
+def test_open_gpushare_gets_the_seed_request_as_its_users_write_it():
+    # gpushare documents one card per pod; the seed's pod is submitted as written (the
+    # label it ignores included), and the evidence shows what it made of it.
+    req = get_profile("gpushare").pod_request(8, 2)
+    assert req.labels == {"aliyun.com/gpu-count": "2"} and req.limits == {"aliyun.com/gpu-mem": "8"}
     assert get_profile("gpushare").pod_request(4, None).limits == {"aliyun.com/gpu-mem": "4"}
+
+
+def test_known_gaps_name_rules_of_the_registry():
+    from gpushare_conformance.rules import RULES
+
+    for profile in PROFILES.values():
+        assert profile.known_gaps <= set(RULES), (profile.name, profile.known_gaps - set(RULES))
+    assert {"multi_gpu_share", "alloc_past_share_refused"} <= get_profile("gpushare").known_gaps
+    assert not get_profile("reference").known_gaps and not get_profile("hami").known_gaps
+
+
+def test_no_profile_field_can_turn_a_check_into_a_skip():
+    # Verdicts come from evidence: the fields that used to let a profile skip the
+    # isolation checks ("does not claim memory isolation", "mounts no probe") are gone.
+    for profile in PROFILES.values():
+        assert not hasattr(profile, "isolates_memory") and not hasattr(profile, "probe_path")
 
 
 def test_rule_breaking_requests_are_rendered_as_asked():
