@@ -17,7 +17,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.restrictions]
 
 # What a reason must mention to name the rule (any stack's wording).
 NON_INTEGER = r"N\s*/\s*M|integer|divisib|invalid replica"
-TOO_MANY_CARDS = r"gpu-count|(card|gpu)s? (count|number)|not enough (card|gpu)s|exceeds the \d+ cards"
+# HAMi's scheduler says NodeInsufficientDevice.
+TOO_MANY_CARDS = (
+    r"gpu-count|(card|gpu)s? (count|number)|not enough (card|gpu)s|exceeds the \d+ cards|InsufficientDevice"
+)
 SHARE_ABOVE_CARD = r"per card|gpu-mem|(card|gpu) memory|insufficient.*mem"
 
 

@@ -21,9 +21,8 @@ import uuid
 
 import pytest
 
-from gpushare_conformance.fixtures.framework import podstate, stacks
+from gpushare_conformance.fixtures.framework import podstate
 from gpushare_conformance.fixtures.framework.submit import wait_pod
-from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_stack import contract
 
@@ -33,30 +32,6 @@ NAMESPACE = "default"
 PHYSICAL_MIB = 16160  # ci/local/inventory-default.yaml: V100-SXM2-16GB
 SMI = "nvidia-smi --query-gpu=index,uuid,memory.total --format=csv,noheader,nounits"
 PROBE = f"{contract.CONTAINER_NATIVE_DIR}/bin/gpushare-probe --raw"
-
-
-@pytest.fixture(scope="module")
-def provider(cluster):
-    if cluster.provider != "local":
-        pytest.skip("switching stacks needs the local provider (it restarts the kubelet and kube-scheduler)")
-    from gpushare_conformance.fixtures.providers.local import LocalProvider
-
-    return LocalProvider(state_dir=cluster.details["state_dir"])
-
-
-@pytest.fixture(scope="module")
-def switch(kube, provider, pytestconfig):
-    """use_stack bound to the session's cluster; the reference stack comes back at the end."""
-    progress = progress_printer(pytestconfig)
-    timeouts = Timeouts()
-
-    def use(name: str) -> list[dict]:
-        return stacks.use_stack(kube, provider, name, progress, timeouts)
-
-    try:
-        yield use
-    finally:
-        stacks.use_stack(kube, provider, "reference", progress, timeouts)
 
 
 def run_pod(kube, pytestconfig, name: str, labels: dict, limits: dict, script: str) -> tuple[dict, str]:

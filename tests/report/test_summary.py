@@ -20,7 +20,7 @@ from gpushare_conformance.report import (
     write_verdicts,
 )
 from gpushare_conformance.rules import RULES
-from gpushare_conformance.summary import FAIL, INFO, NOT_RUN, PASS, SKIP, build_summary, render_text
+from gpushare_conformance.summary import FAIL, INFO, NOT_RUN, PASS, build_summary, conformance_line, render_text
 
 SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
 ISOLATION = "conformance/test_isolation.py::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory"
@@ -236,3 +236,25 @@ def test_run_without_verdicts_all_prints_only_the_rules(tmp_path, monkeypatch, c
     out = capsys.readouterr().out
     assert SEED not in out and "full list: gpushare-conformance run --verdicts all" in out
     assert json.loads((report_dir / "verdicts.json").read_text())["schema"] == 2
+
+
+def test_known_gaps_fail_and_say_so_and_a_passing_one_is_shown():
+    run_ = _fake_run()
+    run_.facts["known_gaps"] = "isolation_smi,multi_gpu_share"
+    lines = {line.rule.id: line for line in build_summary(run_)}
+    assert lines["isolation_smi"].status == FAIL, "a known gap is still a failure"
+    assert lines["isolation_smi"].shown_figure.startswith("(known gap) 2 cards x 16160 MiB")
+    assert lines["multi_gpu_share"].status == PASS
+    assert lines["multi_gpu_share"].shown_figure.startswith("(known gap, yet it passed) ")
+    text = render_text(run_, width=WIDTH)
+    assert "(known gap)" in text and "(known gap, yet it passed)" in text
+
+
+def test_the_table_ends_with_whether_the_stack_conforms():
+    lines = build_summary(_fake_run())
+    assert conformance_line(lines).startswith("conforms to the seed: no (")
+    text = render_text(_fake_run(), width=WIDTH).splitlines()
+    assert text[-1].startswith("conforms to the seed: no"), text[-1]
+    passing = [line for line in lines if line.status == PASS]
+    assert conformance_line(passing) == "conforms to the seed: yes (every rule passed)"
+    assert "not judged here" in conformance_line(passing + [line for line in lines if line.status == NOT_RUN])

@@ -1,0 +1,124 @@
+"""The whole suite against stacks we did not write, as a user runs it, and the verdict
+table it must give.
+
+No other sharing stack can be built here, so each peer is a flavor of the reference
+stack that behaves as the peer documents (gpushare_stack/peers): deployed on the
+session's local cluster (tests/peers/conftest.py switches it, and always puts the
+reference stack back), then judged by ``gpushare-conformance run --cluster existing
+--stack <profile> -- --mock-nvml``, exactly the command of docs/suite.md.
+
+- gpushare-like (profile ``gpushare``): one card per pod, the gpu-count label ignored,
+  no isolation. Single-card scheduling rules PASS; the multi-card rules FAIL with what
+  the pod got; the isolation rules FAIL with the physical total as evidence; both are
+  the profile's known gaps, and the table says so.
+- hami-like (profile ``hami``): per-card MiB spelling, isolation that charges the CUDA
+  context: every rule PASSES (nothing is calibrated to our own shim).
+
+Neither run may raise an exception outside a verdict, nor skip for anything but what
+the cluster lacks (this one has a single GPU node).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from gpushare_conformance.report import VERDICTS_FILE, read_verdicts
+from gpushare_conformance.summary import FAIL, INFO, PASS, build_summary, conformance_line
+
+pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
+
+PHYSICAL_MIB = "16160"  # ci/local/inventory-default.yaml: V100-SXM2-16GB, as NVML reports it
+SINGLE_CARD_RULES = ("share_fits_card", "node_advertises", "bursts_not_overbooked", "capacity_returned")
+MULTI_CARD_RULES = ("multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards")
+ISOLATION_RULES = ("isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container")
+# What only a second GPU node could show; anything else skipped is a defect of the suite.
+CLUSTER_LACKS = re.compile(r"two or more GPU nodes")
+# A check that failed on a Python error rather than on evidence.
+EXCEPTION = re.compile(r"\b(ProfileError|KeyError|TypeError|AttributeError|IndexError|ValueError|Traceback)\b")
+CHILD_TIMEOUT_S = 1500
+
+
+def run_suite(cluster, tmp_path, profile: str) -> tuple[subprocess.CompletedProcess, object]:
+    """``gpushare-conformance run`` against the running cluster, as a user would."""
+    report = tmp_path / f"report-{profile}"
+    argv = [
+        sys.executable,
+        "-m",
+        "gpushare_conformance",
+        "run",
+        "--cluster",
+        "existing",
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--stack",
+        profile,
+        "--report-dir",
+        str(report),
+        "--",
+        "--mock-nvml",
+        "-p",
+        "no:cacheprovider",
+    ]
+    env = {**os.environ, "COLUMNS": "160"}
+    child = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
+    print(child.stdout[-6000:])
+    verdicts = report / VERDICTS_FILE
+    assert verdicts.is_file(), f"no {verdicts}: exit {child.returncode}\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}"
+    return child, read_verdicts(verdicts)
+
+
+def assert_evidence_only(result) -> None:
+    """No check errored or failed on an exception, and skips are only for what the cluster lacks."""
+    errors = {t: o.reason for t, o in result.outcomes.items() if o.outcome == "error"}
+    assert not errors, errors
+    crashes = {t: o.reason for t, o in result.outcomes.items() if o.outcome == "failed" and EXCEPTION.search(o.reason)}
+    assert not crashes, crashes
+    skips = {t: o.reason for t, o in result.outcomes.items() if o.outcome == "skipped"}
+    assert all(CLUSTER_LACKS.search(r) for r in skips.values()), skips
+
+
+def table(result) -> dict[str, object]:
+    return {line.rule.id: line for line in build_summary(result)}
+
+
+def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolation_with_evidence(
+    cluster, switch, tmp_path
+):
+    switch("gpushare-like")
+    child, result = run_suite(cluster, tmp_path, "gpushare")
+    assert child.returncode == 1, f"a stack that breaks rules fails the run: exit {child.returncode}"
+    assert_evidence_only(result)
+    lines = table(result)
+    for rule in SINGLE_CARD_RULES + ("restarts_lose_nothing",):
+        assert lines[rule].status == PASS, (rule, lines[rule].figure)
+    for rule in MULTI_CARD_RULES + ISOLATION_RULES:
+        assert lines[rule].status == FAIL and lines[rule].known_gap, (rule, lines[rule].status, lines[rule].figure)
+        assert "(known gap)" in lines[rule].shown_figure
+    for rule in ("isolation_smi", "alloc_past_share_refused", "one_budget_per_container"):
+        assert PHYSICAL_MIB in lines[rule].figure, (rule, lines[rule].figure)
+    # The seed's Job got one card where it asked two, and that card whole.
+    assert lines["card_count"].figure.startswith("1 card(s) visible, 2 expected"), lines["card_count"].figure
+    assert lines["multi_gpu_share"].figure.startswith("1 card x 16160 MiB"), lines["multi_gpu_share"].figure
+    assert lines["compute_shared"].status == INFO
+    assert conformance_line(list(lines.values())).startswith("conforms to the seed: no (")
+    assert "conforms to the seed: no" in child.stdout
+
+
+def test_hami_like_passes_every_rule(cluster, switch, tmp_path):
+    switch("hami-like")
+    child, result = run_suite(cluster, tmp_path, "hami")
+    lines = table(result)
+    failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO)}
+    assert not failed, failed
+    assert_evidence_only(result)
+    assert child.returncode == 0, child.stdout[-3000:]
+    assert "conforms to the seed: yes" in child.stdout
+    # Judged on what the pod was told: HAMi's library keeps about 300 MiB per process.
+    told = [r for r in result.records if r.base_check == "share_usable"]
+    assert told and all(r.passed for r in told), told
+    assert any("300 MiB for contexts" in r.detail for r in told), [r.detail for r in told]
