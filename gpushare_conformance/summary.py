@@ -78,6 +78,9 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
             return FAIL, f"not shown: the check stopped at {_figure([stopped], records, failed=True)}"
     if not own:
         return (INFO if rule.kind == "info" else PASS), f"{check_name(nodeid)} passed"
+    # The rule's first-listed verdict is its key figure (the refusal, not its control).
+    rank = {name: i for i, name in enumerate(rule.verdicts)}
+    own = sorted(own, key=lambda r: rank.get(r.base_check, len(rank)))
     return (INFO if rule.kind == "info" else PASS), _figure(own, records, failed=False)
 
 

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from gpushare_conformance.evidence.errors import EvidenceParseError
 from gpushare_conformance.evidence.smi_fields import KNOWN_FIELDS_LOWER
 from gpushare_conformance.evidence.smi_report import GpuInfo, NvidiaSmiReport
+from gpushare_conformance.evidence.units import DIGITS
 
 CANONICAL_QUERY: tuple[str, ...] = ("index", "name", "uuid", "memory.total", "memory.used", "memory.free")
 
@@ -52,8 +53,8 @@ PLACEHOLDERS = frozenset(
 
 _HEADER_FIELD = re.compile(r"^(?P<field>[A-Za-z][A-Za-z0-9_.]*)(?:\s*\[(?P<unit>[^\]]*)\])?$")
 _BRACKETED = re.compile(r"^\[[^\]]*\]$")
-_MIB = re.compile(r"^(?P<n>\d+)\s*(?:MiB)?$")
-_INT = re.compile(r"^\d+$")
+_MIB = re.compile(rf"^(?P<n>{DIGITS})\s*(?:MiB)?$")
+_INT = re.compile(rf"^{DIGITS}$")
 _MEMORY_FIELDS = {
     "memory.total": "memory_total_mib",
     "memory.used": "memory_used_mib",
@@ -78,12 +79,22 @@ _CORE = {
 _SHOWN_COLUMNS = 8  # how many column names an error message lists before eliding
 
 
+def _cells(line: str) -> list[str]:
+    try:
+        cells = next(csv.reader([line], skipinitialspace=True))
+    except csv.Error:
+        # the csv module refuses a value over its field limit (131072 characters);
+        # nvidia-smi never quotes, so a plain split reads such a row the same way
+        cells = line.split(",")
+    return [cell.strip() for cell in cells]
+
+
 def _rows(text: str) -> list[tuple[int, list[str]]]:
     out = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.lstrip("\ufeff")
         if line.strip():
-            out.append((number, [cell.strip() for cell in next(csv.reader([line.strip()], skipinitialspace=True))]))
+            out.append((number, _cells(line.strip())))
     return out
 
 
@@ -232,6 +243,7 @@ def parse_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmiReport
             f"nvidia-smi CSV: the fields [{_listing(columns)}] say nothing about a card; query index, name, uuid or memory.*"
         )
     report = NvidiaSmiReport(format="csv", driver_version=None, cuda_version=None, gpus=[])
+    seen: dict[str, set[int | str]] = {"index": set(), "UUID": set(), "bus id": set()}  # a card listed twice
     for position, (number, cells) in enumerate(data):
         line = lines[number - 1]
         if len(cells) != len(columns):
@@ -280,24 +292,15 @@ def parse_csv(text: str, fields: Sequence[str] | None = None) -> NvidiaSmiReport
                     line,
                 )
             report.driver_version = driver
-        for existing in report.gpus:
-            again = next(
-                (
-                    f"{what} {mine}"
-                    for what, mine, theirs in (
-                        ("index", gpu.index, existing.index),
-                        ("UUID", gpu.uuid, existing.uuid),
-                        ("bus id", gpu.bus_id, existing.bus_id),
-                    )
-                    if mine is not None and mine == theirs
-                ),
-                None,
-            )
-            if again is not None:
+        for what, mine in (("index", gpu.index), ("UUID", gpu.uuid), ("bus id", gpu.bus_id)):
+            if mine is not None and mine in seen[what]:
                 raise EvidenceParseError(
-                    f"nvidia-smi CSV: GPU {again} listed twice (a capture of several --loop samples? give one sample)",
+                    f"nvidia-smi CSV: GPU {what} {mine} listed twice (a capture of several --loop samples? give one sample)",
                     number,
                     line,
                 )
+        for what, mine in (("index", gpu.index), ("UUID", gpu.uuid), ("bus id", gpu.bus_id)):
+            if mine is not None:
+                seen[what].add(mine)
         report.gpus.append(gpu)
     return report

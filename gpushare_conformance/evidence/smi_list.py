@@ -10,10 +10,18 @@ import re
 
 from gpushare_conformance.evidence.errors import EvidenceParseError
 from gpushare_conformance.evidence.smi_report import GpuInfo, MigDevice, NvidiaSmiReport
+from gpushare_conformance.evidence.units import DIGITS
 
-GPU_LINE = re.compile(r"^GPU\s+(?P<index>\d+):\s*(?P<name>.*?)\s*\(UUID:\s*(?P<uuid>[^)\s]+)\s*\)$")
-_MIG_LINE = re.compile(r"^MIG\s+(?P<profile>\S+)\s+Device\s+(?P<dev>\d+):\s*\(UUID:\s*(?P<uuid>[^)\s]+)\s*\)$")
-_OLD_MIG_UUID = re.compile(r"^MIG-GPU-[^/]+/(?P<gi>\d+)/(?P<ci>\d+)$")
+# The name runs to the first `(UUID:`; it is read a run of characters at a time
+# (possessively), so a line costs time in proportion to its length whatever it holds.
+GPU_LINE = re.compile(
+    rf"^GPU\s++(?P<index>{DIGITS}):\s*+(?P<name>(?:[^\s(]++|\s++(?!\(UUID:)|\((?!UUID:))*+)"
+    r"\s*+\(UUID:\s*+(?P<uuid>[^)\s]++)\s*+\)$"
+)
+_MIG_LINE = re.compile(
+    rf"^MIG\s++(?P<profile>\S++)\s++Device\s++(?P<dev>{DIGITS}):\s*+\(UUID:\s*+(?P<uuid>[^)\s]++)\s*+\)$"
+)
+_OLD_MIG_UUID = re.compile(rf"^MIG-GPU-[^/]++/(?P<gi>{DIGITS})/(?P<ci>{DIGITS})$")
 
 
 def looks_like_list(text: str) -> bool:
@@ -22,6 +30,7 @@ def looks_like_list(text: str) -> bool:
 
 def parse_list(text: str) -> NvidiaSmiReport:
     report = NvidiaSmiReport(format="list", driver_version=None, cuda_version=None, gpus=[])
+    indexes: set[int] = set()
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
@@ -29,8 +38,9 @@ def parse_list(text: str) -> NvidiaSmiReport:
         gpu_match = GPU_LINE.match(line)
         if gpu_match:
             index = int(gpu_match.group("index"))
-            if any(gpu.index == index for gpu in report.gpus):
+            if index in indexes:
                 raise EvidenceParseError(f"nvidia-smi -L: GPU {index} listed twice", number, raw)
+            indexes.add(index)
             report.gpus.append(
                 GpuInfo(
                     index=index,

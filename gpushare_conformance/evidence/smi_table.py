@@ -16,16 +16,18 @@ import re
 
 from gpushare_conformance.evidence.errors import EvidenceParseError
 from gpushare_conformance.evidence.smi_report import GpuInfo, MigDevice, NvidiaSmiReport
+from gpushare_conformance.evidence.units import DIGITS
 
 HEADER = re.compile(r"^\|\s*NVIDIA-SMI\s+(?P<smi>[^\s|]+)")
 _DRIVER = re.compile(r"(?:Driver|KMD)\s+Version:\s*(?P<v>[^\s|]+)")
 _CUDA = re.compile(r"CUDA\s+(?:UMD\s+)?Version:\s*(?P<v>[^\s|]+)")
 _RULE = re.compile(r"^[+|][-=+|\s]*[+|]$")
-_GPU_CELL = re.compile(r"^(?P<index>\d+)\s+(?P<name>\S.*?)\s*(?P<persistence>\bOn|\bOff|N/A|WDDM|TCC)$")
+_GPU_CELL = re.compile(rf"^(?P<index>{DIGITS})\s+(?P<name>\S.*?)\s*+(?P<persistence>\bOn|\bOff|N/A|WDDM|TCC)$")
+_MAX_CELL = 256  # a cell of a card's row is at most a few dozen characters; longer is not a row
 _BUS_ID = re.compile(r"^(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\b")
-_MEMORY = re.compile(r"^(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB$")
-_MIG_CELL = re.compile(r"^(?P<gpu>\d+)\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+(?P<dev>\d+|N/A)$")
-_MIG_MEMORY = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
+_MEMORY = re.compile(rf"^(?P<used>{DIGITS})\s*MiB\s*/\s*(?P<total>{DIGITS})\s*MiB$")
+_MIG_CELL = re.compile(rf"^(?P<gpu>{DIGITS})\s+(?P<gi>{DIGITS}|N/A)\s+(?P<ci>{DIGITS}|N/A)\s+(?P<dev>{DIGITS}|N/A)$")
+_MIG_MEMORY = re.compile(rf"(?<![0-9])(?P<used>{DIGITS})\s*+MiB\s*+/\s*+(?P<total>{DIGITS})\s*+MiB")
 
 _UNKNOWN_MEMORY = re.compile(r"N/A|Not Supported")  # MIG-enabled cards (580+), Jetson/iGPU
 
@@ -74,6 +76,7 @@ class _TableParser:
         self.report: NvidiaSmiReport | None = None
         self.phase = "before"  # before, gpu_head, gpu_rows, mig_head, mig_rows, other
         self.gpu: GpuInfo | None = None  # card whose rows are being read
+        self.by_index: dict[int, GpuInfo] = {}
         self.gpu_rows = 0
         self.mig: MigDevice | None = None
         self.last = (0, "")
@@ -152,7 +155,7 @@ class _TableParser:
             return
         cells = _cells(line)
         if self.gpu is None:
-            match = _GPU_CELL.match(cells[0]) if len(cells) >= 3 else None
+            match = _GPU_CELL.match(cells[0]) if len(cells) >= 3 and len(cells[0]) <= _MAX_CELL else None
             if not match:
                 raise self.fail(f"expected a GPU row {_GPU_ROW_HINT}", number, line)
             bus = _BUS_ID.match(cells[1])
@@ -163,8 +166,9 @@ class _TableParser:
                 memory_total_mib=None,
                 bus_id=bus.group("bus") if bus else None,
             )
-            if any(gpu.index == self.gpu.index for gpu in self.report.gpus):
+            if self.gpu.index in self.by_index:
                 raise self.fail(f"GPU index {self.gpu.index} listed twice", number, line)
+            self.by_index[self.gpu.index] = self.gpu
             self.report.gpus.append(self.gpu)
             self.gpu_rows = 1
             return
@@ -199,7 +203,7 @@ class _TableParser:
             if not memory and not _UNKNOWN_MEMORY.search(cells[1]):
                 raise self.fail(f"MIG device: expected {_MEMORY_HINT}", number, line)
             gpu_index = int(match.group("gpu"))
-            owner = next((gpu for gpu in self.report.gpus if gpu.index == gpu_index), None)
+            owner = self.by_index.get(gpu_index)
             if owner is None:
                 raise self.fail(f"MIG device on GPU {gpu_index}, which the GPU table does not list", number, line)
             self.mig = MigDevice(

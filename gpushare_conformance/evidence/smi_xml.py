@@ -12,8 +12,10 @@ import xml.etree.ElementTree as ET
 
 from gpushare_conformance.evidence.errors import EvidenceParseError
 from gpushare_conformance.evidence.smi_report import GpuInfo, MigDevice, NvidiaSmiReport
+from gpushare_conformance.evidence.units import DIGITS
 
-_MIB = re.compile(r"^(?P<n>\d+)\s*MiB$")
+_MIB = re.compile(rf"^(?P<n>{DIGITS})\s*MiB$")
+_INT = re.compile(rf"^{DIGITS}$")
 _ROOT = "nvidia_smi_log"
 
 
@@ -43,7 +45,7 @@ def _int(element: ET.Element, path: str) -> int | None:
     value = _text(element, path)
     if value is None:
         return None
-    if not value.isdigit():
+    if not _INT.match(value):
         raise EvidenceParseError(f"nvidia-smi XML: <{path}> must be an integer, got {value!r}")
     return int(value)
 
@@ -59,6 +61,8 @@ def parse_xml(text: str) -> NvidiaSmiReport:
     document = text[start : end + len(_ROOT) + 3]
     try:
         root = ET.fromstring(document)
+    except ValueError as exc:  # text that has no UTF-8 form (a lone surrogate)
+        raise EvidenceParseError(f"nvidia-smi XML: not well-formed ({exc})") from None
     except ET.ParseError as exc:
         number = exc.position[0] + skipped_lines
         lines = text.splitlines()

@@ -28,9 +28,10 @@ Forms read (all TensorFlow ones come from gpu_device.cc):
   `<n> bytes` (also `B`), else two decimals in KiB, MiB or GiB. A message may be
   wrapped over up to 4 lines. A message that starts (`CUDA out of memory. Tried to
   allocate`) but reads as neither form is an error; the bare words
-  `CUDA out of memory` (a comment, a FAQ) are not a device line. The free figure of
-  an OOM message is the state at the failure, so it is not reported as
-  `free_memory_bytes`.
+  `CUDA out of memory` (a comment, a FAQ) are not a device line. The message's free
+  figure (`0 bytes free;` before 2.1, `of which 0 bytes is free` from 2.1; what
+  cudaMemGetInfo said at the failure) is reported as `free_memory_bytes` when no
+  earlier line gave one.
 
 Lines are found anywhere in the text, so timestamps, absl prefixes
 (`I0000 00:00:1712025345.870067  431105 service.cc:145]`) and program output between
@@ -47,8 +48,16 @@ printed precision allows (`4.21GiB` is 4.205-4.215 GiB, `total_memory=4309MB` is
 4309-4310 MiB, `mem_get_info` is exact). Two totals that cannot be the same number
 are an error naming both lines. `total_memory_source` says which line form gave the
 reported total: `tf-total-memory`, `tf-device-memory-size`, `torch-mem-get-info`,
-`torch-device-properties`, `torch-oom-pre-2.1` or `torch-oom-2.1+`.
+`torch-device-properties`, `torch-oom-pre-2.1` or `torch-oom-2.1+`. Free memory is
+carried the same way: the first figure seen is reported, and `free_memory_source` says
+which line form gave it: `tf-free-memory`, `torch-mem-get-info`, `torch-oom-pre-2.1` or
+`torch-oom-2.1+`.
 A log that names no GPU device is an error, not an empty result.
+
+Any input is read or refused with `EvidenceParseError`, never another exception, and in
+time linear in its size (a 50 MB log, in many lines or in one, takes seconds): numbers
+are ASCII digits of bounded length, every pattern is linear in the line (see below), and
+each total is checked against the earlier ones in constant time.
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ from typing import Any
 
 from gpushare_conformance.evidence.errors import EvidenceParseError
 from gpushare_conformance.evidence.units import (
+    DIGITS,
+    NUMBER,
     exact_bounds,
     human_bytes_to_int,
     mib_floor_bounds,
@@ -66,46 +77,75 @@ from gpushare_conformance.evidence.units import (
     torch_size_to_int,
 )
 
-_SIZE = r"\d+(?:\.\d+)?\s*[KMGT]?i?B"
-_FOUND = re.compile(r"Found device (?P<index>\d+) with properties:(?P<rest>.*)$")
-_TF2_PROPS = re.compile(r"pciBusID:\s*(?P<pci>\S+)\s+name:\s*(?P<name>.+?)\s+computeCapability:\s*(?P<cc>\d+\.\d+)")
-_TF1_NAME = re.compile(r"(?:^|\s)name:\s*(?P<name>.+?)\s+major:\s*(?P<major>\d+)\s+minor:\s*(?P<minor>\d+)")
-_TF1_NAME_ALONE = re.compile(r"^name:\s*(?P<name>.+?)\s*$")
-_TF1_MAJOR_MINOR = re.compile(r"^major:\s*(?P<major>\d+)\s+minor:\s*(?P<minor>\d+)")
-_TF1_PCI = re.compile(r"(?:^|\s)pciBusID:?\s+(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
-_TOTAL = re.compile(rf"(?:totalMemory:|Total memory:)\s*(?P<size>{_SIZE})")
-_FREE = re.compile(rf"(?:freeMemory:|Free memory:)\s*(?P<size>{_SIZE})")
-_DEVICE_MEMORY = re.compile(rf"deviceMemorySize:\s*(?P<size>{_SIZE})")
+# A size as TensorFlow prints it (`4.21GiB`): digits are taken whole and the unit is
+# any letters ending in B, so `4.21iB` or a number of 400 digits is read, then refused
+# by `units` (an error), not skipped.
+_SIZE = r"[0-9][0-9.]*+\s*+[A-Za-z]{0,3}B"
+# Every pattern runs in time linear in the line: whitespace and digit runs are taken
+# possessively (`*+`, `++`), fields have bounded lengths, and a free-text field (a name)
+# stops at the next occurrence of the pattern's own opening words, so two starts never
+# scan the same text. A line of any length, with the opening words repeated, stays linear.
+_FOUND = re.compile(rf"Found device (?P<index>{DIGITS}) with properties:(?P<rest>.*)$")
+_TF2_PROPS = re.compile(
+    r"pciBusID:\s*+(?P<pci>\S{1,64}+)\s++name:\s*+"
+    r"(?P<name>(?:(?!pciBusID:|computeCapability:)\S)++(?:\s++(?:(?!pciBusID:|computeCapability:)\S)++)*+)"
+    r"\s++computeCapability:\s*+(?P<cc>[0-9]{1,3}\.[0-9]{1,3})"
+)
+_TF1_NAME = re.compile(
+    r"(?:^|(?<=\s))name:\s*+(?P<name>(?:(?!name:|major:)\S)++(?:\s++(?:(?!name:|major:)\S)++)*+)"
+    r"\s++major:\s*+(?P<major>[0-9]{1,3})\s++minor:\s*+(?P<minor>[0-9]{1,3})"
+)
+# the words every continuation fact below contains
+_CONTINUATION_WORDS = re.compile(
+    r"name:|major:|pciBusID|totalMemory:|Total memory:|deviceMemorySize:|freeMemory:|Free memory:"
+)
+_TF1_NAME_ALONE = re.compile(r"^name:\s*+(?P<name>.+)$")  # on a stripped line: the name ends with the line
+_TF1_MAJOR_MINOR = re.compile(r"^major:\s*+(?P<major>[0-9]{1,3})\s++minor:\s*+(?P<minor>[0-9]{1,3})")
+_TF1_PCI = re.compile(r"(?:^|\s)pciBusID:?\s++(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+_TOTAL = re.compile(rf"(?:totalMemory:|Total memory:)\s*+(?P<size>{_SIZE})")
+_FREE = re.compile(rf"(?:freeMemory:|Free memory:)\s*+(?P<size>{_SIZE})")
+_DEVICE_MEMORY = re.compile(rf"deviceMemorySize:\s*+(?P<size>{_SIZE})")
 _CREATE_OLD = re.compile(
-    r"Creat(?:ed|ing) TensorFlow device \((?P<tfdev>[^\s)]+)(?: with (?P<mb>\d+) MB memory)?\)\s*->\s*"
-    r"(?:physical GPU )?\(device:\s*(?P<index>\d+),\s*name:\s*(?P<name>.*?),\s*pci bus id:\s*(?P<pci>[^,)\s]+)"
-    r"(?:,\s*compute capability:\s*(?P<cc>\d+\.\d+))?\)"
+    rf"Creat(?:ed|ing) TensorFlow device \((?P<tfdev>[^\s)]{{1,256}}+)(?: with (?P<mb>{DIGITS}) MB memory)?\)\s*+->\s*+"
+    rf"(?:physical GPU )?\(device:\s*+(?P<index>{DIGITS}),\s*+name:\s*+"
+    r"(?P<name>(?:(?!,\s*+pci bus id:|Creat(?:ed|ing) TensorFlow device).)*+),\s*+pci bus id:\s*+(?P<pci>[^,)\s]{1,64}+)"
+    r"(?:,\s*+compute capability:\s*+(?P<cc>[0-9]{1,3}\.[0-9]{1,3}))?\)"
 )
 _CREATE_NEW = re.compile(
-    r"Created device (?P<tfdev>\S+) with (?P<mb>\d+) MB memory:\s*->\s*device:\s*(?P<index>\d+),\s*"
-    r"name:\s*(?P<name>.*?),\s*pci bus id:\s*(?P<pci>[^,\s]+)(?:,\s*compute capability:\s*(?P<cc>\d+\.\d+))?"
+    rf"Created device (?P<tfdev>\S{{1,256}}+) with (?P<mb>{DIGITS}) MB memory:\s*+->\s*+device:\s*+(?P<index>{DIGITS}),\s*+"
+    r"name:\s*+(?P<name>(?:(?!,\s*+pci bus id:|Created device ).)*+),\s*+pci bus id:\s*+(?P<pci>[^,\s]{1,64}+)"
+    r"(?:,\s*+compute capability:\s*+(?P<cc>[0-9]{1,3}\.[0-9]{1,3}))?"
 )
 _CREATE_MARKER = re.compile(r"Creat(?:ed|ing) TensorFlow device|Created device /")
 _TORCH_MEMINFO = re.compile(
-    r"mem_get_info\(\s*(?:device\s*=\s*)?['\"]?(?:cuda:)?(?P<index>\d+)['\"]?\s*\)\s*[:=]\s*\(\s*(?P<free>\d+)\s*,\s*(?P<total>\d+)\s*\)"
+    rf"mem_get_info\(\s*+(?:device\s*+=\s*+)?['\"]?(?:cuda:)?(?P<index>{DIGITS})['\"]?\s*+\)\s*+[:=]\s*+"
+    rf"\(\s*+(?P<free>{DIGITS})\s*+,\s*+(?P<total>{DIGITS})\s*+\)"
 )
 _TORCH_PROPS = re.compile(
-    r"(?:(?:get_device_properties\(\s*(?P<index1>\d+)\s*\)|cuda:(?P<index2>\d+))\s*[:=]?\s*)?"
-    r"_CudaDeviceProperties\(name=(?P<q>['\"])(?P<name>.*?)(?P=q),\s*major=(?P<major>\d+),\s*minor=(?P<minor>\d+),"
-    r"(?P<between>.*?)total_memory=(?P<mib>\d+)MB"
+    rf"(?:(?:get_device_properties\(\s*+(?P<index1>{DIGITS})\s*+\)|cuda:(?P<index2>{DIGITS}))\s*+[:=]?\s*+)?"
+    r"_CudaDeviceProperties\(name=(?:'(?P<name1>[^'\n]*+)'|\"(?P<name2>[^\"\n]*+)\"),\s*+"
+    r"major=(?P<major>[0-9]{1,3}),\s*+minor=(?P<minor>[0-9]{1,3}),"
+    rf"(?:(?!total_memory=|_CudaDeviceProperties\().)*+total_memory=(?P<mib>{DIGITS})MB"
 )
 _TORCH_MARKER = "_CudaDeviceProperties("
-_TORCH_SIZE = r"\d+(?:\.\d+)?\s*(?:bytes|B|KiB|MiB|GiB)"
+_TORCH_SIZE = rf"{NUMBER}\s*+(?:bytes|B|KiB|MiB|GiB)"
 _OOM_MARKER = re.compile(r"CUDA out of memory")
-_OOM_START = re.compile(r"CUDA out of memory\.\s*Tried to allocate\b")
+_OOM_START = re.compile(r"CUDA out of memory\.\s*+Tried to allocate\b")
+# An out-of-memory message is at most a few hundred characters: it is read from a window
+# of this many characters of each line it may be wrapped over.
+_OOM_WINDOW = 1024
+# A line whose marker is followed by more than this many characters, and not by the
+# opening words, is not a message cut by a wrap.
+_OOM_CUT = 128
 _OOM_PRE_21 = re.compile(
-    rf"CUDA out of memory\.\s*Tried to allocate\s+(?P<request>{_TORCH_SIZE})\s*"
-    rf"\(\s*GPU\s+(?P<index>\d+)\s*;\s*(?P<total>{_TORCH_SIZE})\s+total\s+capacity\s*;"
+    rf"CUDA out of memory\.\s*+Tried to allocate\s++(?P<request>{_TORCH_SIZE})\s*+"
+    rf"\(\s*+GPU\s++(?P<index>{DIGITS})\s*+;\s*+(?P<total>{_TORCH_SIZE})\s++total\s++capacity\s*+;"
+    rf"(?:\s*+(?P<allocated>{_TORCH_SIZE})\s++already\s++allocated\s*+;\s*+(?P<free>{_TORCH_SIZE})\s++free\b)?"
 )
 _OOM_21 = re.compile(
-    rf"CUDA out of memory\.\s*Tried to allocate\s+(?P<request>{_TORCH_SIZE})\s*\.\s*"
-    rf"GPU\s+(?P<index>\d+)\s+has\s+a\s+total\s+capac(?:i)?ty\s+of\s+(?P<total>{_TORCH_SIZE})\s+"
-    rf"of\s+which\s+(?P<free>{_TORCH_SIZE})\s+is\s+free\b"
+    rf"CUDA out of memory\.\s*+Tried to allocate\s++(?P<request>{_TORCH_SIZE})\s*+\.\s*+"
+    rf"GPU\s++(?P<index>{DIGITS})\s++has\s++a\s++total\s++capac(?:i)?ty\s++of\s++(?P<total>{_TORCH_SIZE})\s++"
+    rf"of\s++which\s++(?P<free>{_TORCH_SIZE})\s++is\s++free\b"
 )
 _OOM_FORMS = ((_OOM_21, "torch-oom-2.1+"), (_OOM_PRE_21, "torch-oom-pre-2.1"))
 _OOM_EXPECTED = (
@@ -123,6 +163,12 @@ _SOURCE_WORDS = {
     "torch-oom-2.1+": "PyTorch's out-of-memory message",
 }
 _NO_DEVICE = re.compile(r"CUDA_ERROR_NO_DEVICE|no CUDA-capable device is detected")
+# any of the words a device line of the forms above starts from: most lines of a long log
+# (training output) hold none, and are passed over with this one search
+_ANY_MARKER = re.compile(
+    r"Found device |Creat(?:ed|ing) TensorFlow device|Created device /|mem_get_info\(|_CudaDeviceProperties\(|"
+    r"CUDA out of memory|CUDA_ERROR_NO_DEVICE|no CUDA-capable device is detected"
+)
 
 
 @dataclass
@@ -137,6 +183,7 @@ class TfDevice:
     pci_bus_id: str | None = None
     compute_capability: str | None = None
     total_memory_source: str | None = None
+    free_memory_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +195,7 @@ class TfDevice:
             "pci_bus_id": self.pci_bus_id,
             "compute_capability": self.compute_capability,
             "total_memory_source": self.total_memory_source,
+            "free_memory_source": self.free_memory_source,
         }
 
 
@@ -175,7 +223,9 @@ class _Total:
 class _Merger:
     def __init__(self) -> None:
         self.devices: dict[int, TfDevice] = {}
-        self.totals: dict[int, list[_Total]] = {}
+        # per device, the two earlier totals that bound what all of them allow: the one
+        # with the highest `low` and the one with the lowest `high` (see set_total)
+        self.tightest: dict[int, tuple[_Total, _Total]] = {}
 
     def set(self, index: int, **facts: Any) -> None:
         device = self.devices.setdefault(index, TfDevice(index=index))
@@ -183,10 +233,28 @@ class _Merger:
             if value is not None and getattr(device, key) is None:
                 setattr(device, key, value)
 
+    def set_free(self, index: int, value: int, source: str) -> None:
+        """Record a free figure; the first one is reported, with the line form it came from."""
+        device = self.devices.setdefault(index, TfDevice(index=index))
+        if device.free_memory_bytes is None:
+            device.free_memory_bytes = value
+            device.free_memory_source = source
+
     def set_total(self, index: int, total: _Total) -> None:
-        """Record a total; the first one is reported, every later one must agree with all before it."""
-        for earlier in self.totals.get(index, []):
-            if total.low > earlier.high or total.high < earlier.low:
+        """Record a total; the first one is reported, every later one must agree with all before it.
+
+        The earlier totals all overlap one another, so (ranges on a line) they share the
+        range from their highest `low` to their lowest `high`, and a new range overlaps
+        every one of them exactly when it overlaps that shared range: two comparisons
+        per line, whatever the number of earlier totals.
+        """
+        bounds = self.tightest.get(index)
+        if bounds is not None:
+            highest_low, lowest_high = bounds
+            earlier = (
+                lowest_high if total.low > lowest_high.high else highest_low if total.high < highest_low.low else None
+            )
+            if earlier is not None:
                 raise EvidenceParseError(
                     f"framework log: GPU {index} total {total.shown} ({_SOURCE_WORDS[total.source]}) disagrees with "
                     f"{earlier.shown} ({_SOURCE_WORDS[earlier.source]}) on line {earlier.line_number}: "
@@ -194,7 +262,12 @@ class _Merger:
                     total.line_number,
                     total.line,
                 )
-        self.totals.setdefault(index, []).append(total)
+            self.tightest[index] = (
+                total if total.low > highest_low.low else highest_low,
+                total if total.high < lowest_high.high else lowest_high,
+            )
+        else:
+            self.tightest[index] = (total, total)
         device = self.devices.setdefault(index, TfDevice(index=index))
         if device.total_memory_bytes is None:
             device.total_memory_bytes = total.value
@@ -210,20 +283,36 @@ def _size(match: re.Match[str], number: int, line: str) -> int:
 
 def _tf_total(match: re.Match[str], source: str, number: int, line: str) -> _Total:
     value = _size(match, number, line)
-    low, high = printed_size_bounds(match.group("size"))
+    try:
+        low, high = printed_size_bounds(match.group("size"))
+    except ValueError as exc:
+        raise EvidenceParseError(f"TensorFlow log: {exc}", number, line) from None
     return _Total(value, low, high, source, match.group("size"), number, line)
 
 
-def _oom_totals(lines: list[str], i: int) -> list[tuple[int, _Total]]:
-    """(index, total) for each out-of-memory message starting on line i, glued over wrapped lines."""
+@dataclass
+class _Oom:
+    """What one out-of-memory message says about its GPU."""
+
+    index: int
+    total: _Total
+    free: int | None
+
+
+def _oom_messages(lines: list[str], i: int) -> list[_Oom]:
+    """Each out-of-memory message starting on line i, glued over wrapped lines."""
     line, number = lines[i], i + 1
     out = []
     for marker in _OOM_MARKER.finditer(line):
-        following = lines[i + 1 : i + 4]
+        start = marker.start()
+        if not _OOM_START.match(line, start) and len(line) - start > _OOM_CUT:
+            continue  # the words alone, and no wrap can make them a message
+        head = line[start : start + _OOM_WINDOW]
+        following = [part[:_OOM_WINDOW] for part in lines[i + 1 : i + 4]]
         # a wrap at a space keeps the words apart; a hard wrap at a column may cut a word
         candidates = [
-            " ".join([line[marker.start() :].strip(), *(part.strip() for part in following)]),
-            line[marker.start() :] + "".join(following),
+            " ".join([head.strip(), *(part.strip() for part in following)]),
+            head + "".join(following),
         ]
         if not _OOM_START.match(candidates[0]) and not _OOM_START.match(candidates[1]):
             continue  # the words alone, not a message of the caching allocator
@@ -238,9 +327,10 @@ def _oom_totals(lines: list[str], i: int) -> list[tuple[int, _Total]]:
         try:
             value = torch_size_to_int(shown)
             low, high = printed_size_bounds(shown)
+            free = torch_size_to_int(match.group("free")) if match.group("free") else None
         except ValueError as exc:
             raise EvidenceParseError(f"PyTorch log: {exc}", number, line) from None
-        out.append((int(match.group("index")), _Total(value, low, high, source, shown, number, line)))
+        out.append(_Oom(int(match.group("index")), _Total(value, low, high, source, shown, number, line), free))
     return out
 
 
@@ -269,6 +359,8 @@ def _creation(lines: list[str], i: int) -> tuple[re.Match[str] | None, int]:
 
 def _continuation(merger: _Merger, index: int, text: str, number: int, line: str) -> None:
     """Facts from the lines that follow `Found device <i> with properties:`."""
+    if not _CONTINUATION_WORDS.search(text):
+        return  # program output between the device lines, most of a long log
     props = _TF2_PROPS.search(text)
     if props:
         merger.set(index, pci_bus_id=props.group("pci"), name=props.group("name"), compute_capability=props.group("cc"))
@@ -292,7 +384,7 @@ def _continuation(merger: _Merger, index: int, text: str, number: int, line: str
             merger.set_total(index, _tf_total(match, source, number, line))
     free = _FREE.search(text)
     if free:
-        merger.set(index, free_memory_bytes=_size(free, number, line))
+        merger.set_free(index, _size(free, number, line), "tf-free-memory")
 
 
 def parse_tf_log(text: str) -> TfLogReport:
@@ -307,6 +399,8 @@ def parse_tf_log(text: str) -> TfLogReport:
     while i < len(lines):
         line, number = lines[i], i + 1
         i += 1
+        if found is None and not _ANY_MARKER.search(line):
+            continue
         found_match = _FOUND.search(line)
         if found_match:
             found = int(found_match.group("index"))
@@ -335,7 +429,7 @@ def parse_tf_log(text: str) -> TfLogReport:
         meminfo = _TORCH_MEMINFO.search(line)
         if meminfo:
             index, total = int(meminfo.group("index")), int(meminfo.group("total"))
-            merger.set(index, free_memory_bytes=int(meminfo.group("free")))
+            merger.set_free(index, int(meminfo.group("free")), "torch-mem-get-info")
             merger.set_total(
                 index, _Total(total, *exact_bounds(total), "torch-mem-get-info", f"{total} bytes", number, line)
             )
@@ -362,19 +456,20 @@ def parse_tf_log(text: str) -> TfLogReport:
                     number,
                     line,
                 )
-            merger.set(
-                index, name=props.group("name"), compute_capability=f"{props.group('major')}.{props.group('minor')}"
-            )
+            name = props.group("name1") if props.group("name1") is not None else props.group("name2")
+            merger.set(index, name=name, compute_capability=f"{props.group('major')}.{props.group('minor')}")
             mib = int(props.group("mib"))
             merger.set_total(
                 index, _Total(mib << 20, *mib_floor_bounds(mib), "torch-device-properties", f"{mib}MB", number, line)
             )
             continue
         if _OOM_MARKER.search(line):
-            totals = _oom_totals(lines, i - 1)
-            for index, total in totals:
-                merger.set_total(index, total)
-            if totals:
+            messages = _oom_messages(lines, i - 1)
+            for message in messages:
+                merger.set_total(message.index, message.total)
+                if message.free is not None:
+                    merger.set_free(message.index, message.free, message.total.source)
+            if messages:
                 continue
         if found is not None:
             _continuation(merger, found, line, number, line)

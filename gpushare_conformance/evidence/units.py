@@ -1,4 +1,9 @@
-"""Memory sizes as the tools print them."""
+"""Memory sizes as the tools print them, and the number syntax every evidence parser shares.
+
+Digits are ASCII only (`[0-9]`, never `\\d` or `str.isdigit()`, which also accept `²`
+or `٣`), and a number has at most 18 digits (15 before and after a decimal point), so
+`int()` never meets its 4300-digit limit and no float overflows.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,15 @@ import re
 from fractions import Fraction
 from math import ceil, floor
 
-_BINARY = {"B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+# an integer field (index, MiB, bytes), for regular expressions
+DIGITS = r"[0-9]{1,18}"
+# a printed figure with optional decimals
+NUMBER = r"[0-9]{1,15}(?:\.[0-9]{1,15})?"
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)\s*$", re.IGNORECASE)
+_BINARY = {"B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+_DECIMAL_SPELLING = {"KB": "KIB", "MB": "MIB", "GB": "GIB", "TB": "TIB"}
+
+_SIZE = re.compile(rf"^\s*({NUMBER})\s*([A-Za-z]{{1,5}})\s*$")
 
 
 def human_bytes_to_int(text: str) -> int:
@@ -19,12 +30,12 @@ def human_bytes_to_int(text: str) -> int:
     """
     match = _SIZE.match(text)
     if not match:
-        raise ValueError(f"not a size like '4.21GiB': {text!r}")
+        raise ValueError(f"not a size like '4.21GiB': {text[:40]!r}")
     number, unit = match.groups()
-    unit = unit.upper()
-    if unit not in _BINARY:
-        unit = {"KB": "KIB", "MB": "MIB", "GB": "GIB", "TB": "TIB"}.get(unit, unit)
-    return round(float(number) * _BINARY[unit])
+    scale = _BINARY.get(_DECIMAL_SPELLING.get(unit.upper(), unit.upper()))
+    if scale is None:
+        raise ValueError(f"unknown size unit {unit!r} in {text!r}")
+    return round(float(number) * scale)
 
 
 def bytes_to_mib(value: int) -> int:
@@ -35,8 +46,8 @@ def bytes_to_mib(value: int) -> int:
 # PyTorch's caching allocator prints sizes with its format_size: up to 1024 bytes as
 # `<n> bytes`, then `%.2f` in KiB up to 1 MiB, MiB up to 1 GiB, GiB above (never TiB).
 _TORCH_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-_TORCH_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bytes|B|KiB|MiB|GiB)\s*$")
-_PRINTED = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*([A-Za-z]+)\s*$")
+_TORCH_SIZE = re.compile(rf"^\s*({NUMBER})\s*(bytes|B|KiB|MiB|GiB)\s*$")
+_PRINTED = re.compile(r"^\s*([0-9]{1,15})(?:\.([0-9]{1,15}))?\s*([A-Za-z]{1,5})\s*$")
 _PRINTED_UNITS = {**_BINARY, "BYTES": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
@@ -47,7 +58,7 @@ def torch_size_to_int(text: str) -> int:
     """
     match = _TORCH_SIZE.match(text)
     if not match:
-        raise ValueError(f"not a PyTorch size like '20.00 MiB' or '0 bytes': {text!r}")
+        raise ValueError(f"not a PyTorch size like '20.00 MiB' or '0 bytes': {text[:40]!r}")
     number, unit = match.groups()
     return round(float(number) * _TORCH_UNITS[unit])
 
@@ -61,7 +72,7 @@ def printed_size_bounds(text: str) -> tuple[int, int]:
     """
     match = _PRINTED.match(text)
     if not match:
-        raise ValueError(f"not a printed size like '4.21GiB' or '0 bytes': {text!r}")
+        raise ValueError(f"not a printed size like '4.21GiB' or '0 bytes': {text[:40]!r}")
     whole, decimals, unit = match.groups()
     scale = _PRINTED_UNITS.get(unit.upper())
     if scale is None:

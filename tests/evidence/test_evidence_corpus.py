@@ -188,16 +188,18 @@ TF_FACTS = {
         (0, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB"),
         (1, 40326 << 20, None, None, "NVIDIA A100-SXM4-40GB"),
     ],
-    "torch_oom_1.1_cached.log": [(0, round(11.17 * 2**30), None, None, None)],
-    "torch_oom_1.13_share_fraction.log": [(0, round(4.21 * 2**30), None, None, None)],
+    # an OOM message's free figure ("345.81 MiB free;", "of which 755.81 MiB is free") is
+    # reported when no earlier line gave one; the first message of a GPU wins
+    "torch_oom_1.1_cached.log": [(0, round(11.17 * 2**30), round(345.81 * 2**20), None, None)],
+    "torch_oom_1.13_share_fraction.log": [(0, round(4.21 * 2**30), round(2.30 * 2**30), None, None)],
     "torch_oom_2.1_capacty_ddp.log": [
-        (0, round(4.21 * 2**30), None, None, None),
-        (1, round(4.21 * 2**30), None, None, None),
+        (0, round(4.21 * 2**30), round(761.81 * 2**20), None, None),
+        (1, round(4.21 * 2**30), round(755.81 * 2**20), None, None),
     ],
     # mem_get_info (exact) comes first for GPU 0, the properties repr for GPU 1; the OOMs agree
     "torch_oom_2.5_mixed_wrapped.log": [
         (0, 4309 << 20, 4286578688, None, "Tesla V100-SXM2-16GB"),
-        (1, 4309 << 20, None, None, "Tesla V100-SXM2-16GB"),
+        (1, 4309 << 20, round(1.93 * 2**30), None, "Tesla V100-SXM2-16GB"),
     ],
 }
 
@@ -219,6 +221,24 @@ TF_SOURCES = {
     "torch_oom_2.5_mixed_wrapped.log": ["torch-mem-get-info", "torch-device-properties"],
 }
 
+# sample -> which line form gave each device's free figure, by index
+TF_FREE_SOURCES = {
+    "tf_1.5_found_device_seed.log": ["tf-free-memory", "tf-free-memory"],
+    "tf_1.2_total_memory_old.log": ["tf-free-memory"],
+    "tf_1.12_created_tensorflow_device.log": ["tf-free-memory"],
+    "tf_1.14_wrapped_80.log": [None],
+    "tf_ack_doc_created_2832mb.log": ["tf-free-memory"],
+    "tf_2.3_device_memory_size.log": [None, None],
+    "tf_2.11_created_device.log": [None, None],
+    "tf_2.16_absl_interleaved.log": [None],
+    "torch_probe.log": ["torch-mem-get-info", "torch-mem-get-info"],
+    "torch_bare_props.log": [None, None],
+    "torch_oom_1.1_cached.log": ["torch-oom-pre-2.1"],
+    "torch_oom_1.13_share_fraction.log": ["torch-oom-pre-2.1"],
+    "torch_oom_2.1_capacty_ddp.log": ["torch-oom-2.1+", "torch-oom-2.1+"],
+    "torch_oom_2.5_mixed_wrapped.log": ["torch-mem-get-info", "torch-oom-2.1+"],
+}
+
 
 def test_every_tf_sample_has_hand_written_facts() -> None:
     assert {p.name for p in _samples("tf-log")} == set(TF_FACTS)
@@ -232,13 +252,19 @@ def test_tf_log_sample_facts(name: str) -> None:
 
 
 def test_every_tf_sample_has_hand_written_sources() -> None:
-    assert set(TF_SOURCES) == set(TF_FACTS)
+    assert set(TF_SOURCES) == set(TF_FACTS) == set(TF_FREE_SOURCES)
 
 
 @pytest.mark.parametrize("name", sorted(TF_SOURCES))
 def test_tf_log_sample_total_sources(name: str) -> None:
     report = parse_tf_log((SAMPLES / "tf-log" / name).read_text())
     assert [d.total_memory_source for d in report.devices] == TF_SOURCES[name]
+
+
+@pytest.mark.parametrize("name", sorted(TF_FREE_SOURCES))
+def test_tf_log_sample_free_sources(name: str) -> None:
+    report = parse_tf_log((SAMPLES / "tf-log" / name).read_text())
+    assert [d.free_memory_source for d in report.devices] == TF_FREE_SOURCES[name]
 
 
 def test_wide_csv_keeps_camel_case_fields_and_reads_placeholders() -> None:
