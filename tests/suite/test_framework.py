@@ -130,3 +130,40 @@ def test_suite_names_mirror_the_reference_stack_contract():
         contract.ENV_VISIBLE,
     )
     assert names.SEED_JOB.is_file() and names.DEFAULT_INVENTORY.is_file() and names.MOCK_OVERLAY.is_dir()
+
+
+def _bare_context(recorded: list):
+    from gpushare_conformance.fixtures.framework.context import CheckContext, VerdictSink
+
+    return CheckContext(
+        kube=None,
+        handle=None,
+        options=None,
+        profile=None,
+        gpus=[],
+        namespace="ns",
+        test_id="conformance/test_x.py::test_y",
+        sink=VerdictSink(),
+        record_property=lambda name, value: recorded.append((name, value)),
+        progress=lambda _msg: None,
+    )
+
+
+def test_gathering_records_every_verdict_and_fails_at_the_end_naming_each():
+    from gpushare_conformance.allocation import check_card_count, check_card_total
+
+    recorded: list = []
+    suite = _bare_context(recorded)
+    with pytest.raises(AssertionError) as info:
+        with suite.gathering():
+            suite.expect(check_card_count(1, 2))
+            with suite.gathering():  # nested: the outermost one judges
+                suite.expect(check_card_total(16160, 4, 16160))
+            suite.expect(check_card_count(2, 2))
+    assert len(recorded) == 3, "every verdict recorded, also after a failure"
+    message = str(info.value)
+    assert message.index("card_count: 1 card(s) visible") < message.index("card_total: 16160 MiB")
+    # Outside gathering, the first failed verdict stops the check.
+    with pytest.raises(AssertionError, match="card_count"):
+        suite.expect(check_card_count(1, 2))
+    assert len(recorded) == 4
