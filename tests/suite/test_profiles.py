@@ -115,3 +115,46 @@ def test_missing_allocation_annotation_is_an_error_not_zero_cards():
 def test_every_profile_names_its_node_resources():
     for profile in PROFILES.values():
         assert profile.node_resources and profile.memory_resource
+
+
+class _Nodes:
+    """Just enough of the framework's Kube for the GPU-node discovery."""
+
+    def __init__(self, *nodes):
+        self._nodes = list(nodes)
+
+    def nodes(self):
+        return self._nodes
+
+
+def _gpu_node(name, allocatable, annotations=None):
+    return {"metadata": {"name": name, "annotations": annotations or {}}, "status": {"allocatable": allocatable}}
+
+
+@pytest.mark.parametrize(
+    "allocatable, named",
+    [
+        ({"aliyun.com/gpu-mem": "0", "aliyun.com/gpu-count": "0"}, "aliyun.com/gpu-mem: 0"),
+        ({"aliyun.com/gpu-mem": "60", "aliyun.com/gpu-count": "0"}, "aliyun.com/gpu-count: 0"),
+    ],
+)
+def test_a_node_advertising_zero_is_an_infrastructure_error_not_a_gpu_node(allocatable, named):
+    from gpushare_conformance.fixtures.plugin import _gpu_nodes_of
+    from gpushare_conformance.fixtures.providers.base import InfrastructureError
+
+    kube = _Nodes(_gpu_node("gpu-1", {"cpu": "2", **allocatable}))
+    with pytest.raises(InfrastructureError, match=rf"node gpu-1 advertises .*{named}.*not registered"):
+        _gpu_nodes_of(kube, get_profile("reference"), None, print)
+
+
+def test_card_sizes_come_from_the_stacks_card_list_in_mib():
+    from gpushare_conformance.fixtures.plugin import _gpu_nodes_of
+
+    cards = json.dumps([{"index": i, "memory_mib": 16160} for i in range(4)])
+    node = _gpu_node(
+        "gpu-1",
+        {"aliyun.com/gpu-mem": "60", "aliyun.com/gpu-count": "4"},
+        {"gpushare.conformance.io/cards": cards},
+    )
+    (gpus,) = _gpu_nodes_of(_Nodes(node), get_profile("reference"), None, print)
+    assert [c.memory_mib for c in gpus.cards] == [16160] * 4, "NVML's size, not capacity / count (15360)"
