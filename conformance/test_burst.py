@@ -46,7 +46,9 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
             for card, gib in suite.allocated_gib(obj, share).items():
                 booked[card] += gib
                 holders[card].append(f"{name}={gib}")
-        for card in sorted(booked, key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c)):
+        for card in sorted(
+            booked, key=lambda c: (not (c.isascii() and c.isdigit()), int(c) if c.isascii() and c.isdigit() else 0, c)
+        ):
             suite.expect(
                 v.at_most(
                     f"card_booked[card {card}]",

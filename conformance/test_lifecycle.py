@@ -63,10 +63,12 @@ def test_restarting_a_component_loses_no_allocation_and_double_books_nothing(sui
         suite.expect(v.equal("holder_cards_kept", cards_before, suite.allocated_cards(after)))
     count = taken if taken > 1 else None
     with allure.step("A pod asking the rest of the holder's cards plus 1 GiB stays Pending (nothing double-booked)"):
-        reason = suite.rejection_reason("overbook", (card_gib - held + 1) * taken, count)
+        reason = suite.rejection_reason(
+            "overbook", (card_gib - held + 1) * taken, count, node=before["spec"]["nodeName"]
+        )
         suite.expect(v.matches("no_double_booking", r"\S", reason, "scheduling reason"))
     with allure.step("A pod asking exactly the rest of the holder's cards runs"):
-        rest = suite.submit_share_pod("rest", (card_gib - held) * taken, count)
+        rest = suite.submit_share_pod_on(before["spec"]["nodeName"], "rest", (card_gib - held) * taken, count)
         obj = suite.wait_running(rest)
         suite.expect(v.equal("rest_schedules", "Running", obj["status"].get("phase")))
     if suite.profile.inspect_path:

@@ -150,7 +150,7 @@ def _parse_allocation(key: str, value: str) -> list[str]:
                     cards.append(device.split(",")[0].strip())
         return cards or _empty(key, value)
     cards = [part.strip() for part in text.split(",") if part.strip()]
-    if not cards or not all(c.isdigit() for c in cards):
+    if not cards or not all(c.isascii() and c.isdigit() for c in cards):
         raise ProfileError(f"annotation {key}={value!r} is not a comma list of card indices")
     return cards
 
@@ -160,7 +160,7 @@ def _empty(key: str, value: str) -> list[str]:
 
 
 def _card_sort_key(card: str) -> tuple[int, str]:
-    return (int(card), "") if card.isdigit() else (1 << 30, card)
+    return (int(card), "") if card.isascii() and card.isdigit() else (1 << 30, card)
 
 
 _ALIYUN_MEM = "aliyun.com/gpu-mem"

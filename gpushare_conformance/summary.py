@@ -15,6 +15,8 @@ from gpushare_conformance.report import CheckOutcome, VerdictFile, VerdictRecord
 from gpushare_conformance.rules import CHECKS, RULES, Rule, check_name
 
 PASS, FAIL, SKIP, INFO, NOT_RUN = "PASS", "FAIL", "SKIP", "INFO", "----"
+# How an infrastructure error (fixtures/providers/base.py) reads in a check's outcome.
+INFRASTRUCTURE = "InfrastructureError"
 STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", INFO: "cyan", NOT_RUN: "dim"}
 _RANK = {FAIL: 0, PASS: 1, INFO: 1, SKIP: 2, NOT_RUN: 3}
 
@@ -66,6 +68,9 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
     own = [r for r in records if not rule.verdicts or r.base_check in rule.verdicts]
     if outcome.outcome == "skipped":
         return SKIP, f"skipped: {outcome.reason}"
+    if outcome.outcome == "error" and INFRASTRUCTURE in outcome.reason:
+        # The cluster could not be judged (no GPU node, a plugin advertising 0): not the stack's verdict.
+        return NOT_RUN, f"not judged: {outcome.reason}"
     if any(not r.passed for r in own):
         return FAIL, _figure(own, records, failed=True)
     if outcome.outcome in ("failed", "error"):
@@ -119,6 +124,11 @@ def conformance_line(lines: list[RuleLine]) -> str:
     """The last line of the table: does the stack conform to the seed, yes or no."""
     failed = [line for line in lines if line.status == FAIL]
     unjudged = [line for line in lines if line.status in (SKIP, NOT_RUN)]
+    infrastructure = next((line.figure for line in lines if INFRASTRUCTURE in line.figure), None)
+    if infrastructure and not failed:
+        return f"conforms to the seed: not judged ({infrastructure.removeprefix('not judged: ')})"
+    if not failed and not any(line.status == PASS for line in lines):
+        return "conforms to the seed: not judged (no rule was checked)"
     if failed:
         gaps = sum(1 for line in failed if line.known_gap)
         known = f", {gaps} of them known gaps" if gaps else ""

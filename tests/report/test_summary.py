@@ -258,3 +258,11 @@ def test_the_table_ends_with_whether_the_stack_conforms():
     passing = [line for line in lines if line.status == PASS]
     assert conformance_line(passing) == "conforms to the seed: yes (every rule passed)"
     assert "not judged here" in conformance_line(passing + [line for line in lines if line.status == NOT_RUN])
+
+
+def test_an_infrastructure_error_is_not_a_verdict_on_the_stack():
+    reason = "InfrastructureError: node gpu-1 advertises aliyun.com/gpu-mem: 0: its device plugin is not registered"
+    run_ = VerdictFile([], {SEED: CheckOutcome("error", reason), ISOLATION: CheckOutcome("error", reason)}, {})
+    lines = build_summary(run_)
+    assert not [line for line in lines if line.status == FAIL]
+    assert conformance_line(lines).startswith("conforms to the seed: not judged (InfrastructureError: node gpu-1")
