@@ -89,6 +89,15 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
     return (INFO if rule.kind == "info" else PASS), _figure(own, records, failed=False)
 
 
+def infrastructure_error(result: VerdictFile) -> str | None:
+    """The first infrastructure error a check ended with (the cluster could not be
+    judged), without the exception's name; None when there was none."""
+    for outcome in result.outcomes.values():
+        if outcome.outcome == "error" and INFRASTRUCTURE in outcome.reason:
+            return outcome.reason.split(f"{INFRASTRUCTURE}: ", 1)[-1]
+    return None
+
+
 def known_gaps(result: VerdictFile) -> frozenset[str]:
     """The rules the run's stack profile declares as known gaps (the ``known_gaps`` fact)."""
     return frozenset(g for g in result.facts.get("known_gaps", "").split(",") if g)

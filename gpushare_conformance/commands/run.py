@@ -4,7 +4,11 @@ Runs pytest on the checks' package (``--pyargs gpushare_conformance.conformance`
 child process (so Ctrl-C reaches pytest and its clean-up runs), writing JUnit XML,
 allure results and the suite's verdicts into the report directory, then prints, from
 ``verdicts.json``, one line per rule of the seed (``--verdicts all``: every verdict as a
-table first). The exit status is pytest's.
+table first). The exit status says which of conforms, a rule failed, a usage error or an
+infrastructure error it was (``exitcodes.py``): an infrastructure error prints one
+message and no table, since nothing was judged. ``--cluster existing`` is checked
+before pytest starts: an unusable kubeconfig or an unreachable API server stops the run
+at once.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpushare_conformance import summary
+from gpushare_conformance import exitcodes, summary
 from gpushare_conformance.profiles import PROFILES
 from gpushare_conformance.report import VERDICTS_FILE, ReportError, read_verdicts, render_table, report_name
 
@@ -79,7 +83,34 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
     return argv + extra
 
 
+def preflight(args: argparse.Namespace) -> int | None:
+    """Check what can be checked before pytest starts; an exit status when the run
+    cannot go on (the error printed, one line), else None.
+
+    ``--cluster existing``: the kubeconfig must name a server and the server must
+    answer (kubectl would quietly try http://localhost:8080 for an empty kubeconfig,
+    and every check would fail on it)."""
+    if args.cluster != "existing":
+        return None
+    from gpushare_conformance.fixtures.providers.base import InfrastructureError
+    from gpushare_conformance.fixtures.providers.existing import check_reachable, default_kubeconfig
+
+    kubeconfig = Path(args.kubeconfig).expanduser() if args.kubeconfig else default_kubeconfig()
+    if not kubeconfig.is_file():
+        print(f"error: --kubeconfig: file not found: {kubeconfig}", file=sys.stderr)
+        return exitcodes.USAGE
+    try:
+        check_reachable(kubeconfig, args.context)
+    except InfrastructureError as exc:
+        print(f"infrastructure error, nothing judged: {exc}", file=sys.stderr)
+        return exitcodes.INFRASTRUCTURE
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
+    stopped = preflight(args)
+    if stopped is not None:
+        return stopped
     report_dir = Path(args.report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     # A table left by an earlier run must not pass for this one's.
@@ -91,9 +122,15 @@ def _run(args: argparse.Namespace) -> int:
         result = read_verdicts(report_dir / VERDICTS_FILE)
     except ReportError as exc:
         print(f"no verdicts: {exc}", file=sys.stderr)
-        return status or 1
+        code = exitcodes.from_pytest(status)
+        return exitcodes.INTERNAL if code == exitcodes.CONFORMS else code
+    infrastructure = summary.infrastructure_error(result)
+    if infrastructure is not None:
+        # Nothing was judged: one message, no table of rules that did not run.
+        print(f"infrastructure error, nothing judged: {infrastructure}", file=sys.stderr)
+        return exitcodes.INFRASTRUCTURE
     print(render_verdicts(result, args.verdicts, report_dir))
-    return status
+    return exitcodes.from_pytest(status)
 
 
 def _colour() -> bool:
@@ -140,7 +177,7 @@ def _run_to_the_end(argv: list[str]) -> int:
                 print("third interrupt: killing pytest without clean-up", file=sys.stderr)
                 child.kill()
                 child.wait()
-                return 130
+                return exitcodes.INTERRUPTED
             print("interrupted: waiting for pytest to clean up (Ctrl-C twice more to kill it)", file=sys.stderr)
             try:
                 child.send_signal(signal.SIGINT)
@@ -152,6 +189,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run the conformance checks and print the verdict, one line per seed rule",
+        epilog=exitcodes.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the conformance checks (pytest on the conformance package) and print a verdict table. "
         "Arguments after -- go to pytest unchanged, e.g. -- -m seed -x.",
     )

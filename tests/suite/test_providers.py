@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from gpushare_conformance.fixtures.providers import ProviderError, get_provider
+from gpushare_conformance.fixtures.providers.base import InfrastructureError
 from gpushare_conformance.fixtures.providers.existing import ExistingClusterError, ExistingProvider
 from gpushare_conformance.fixtures.providers.kind import (
     SCHEDULER_CONFIG_PATH,
@@ -45,7 +46,28 @@ def test_existing_provider_unreachable_cluster_names_the_kubeconfig(tmp_path):
         )
     )
     provider = ExistingProvider(kubeconfig=kubeconfig, kubectl_binary="kubectl")
-    with pytest.raises(ExistingClusterError, match=f"cannot list nodes with --kubeconfig {kubeconfig}"):
+    with pytest.raises(
+        InfrastructureError, match=f"cannot reach the API server https://127.0.0.1:1 .kubeconfig {kubeconfig}"
+    ):
+        provider.up(lambda _: None)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "is empty: no cluster to reach"),
+        ("apiVersion: v1\nkind: Config\n", "is empty|names no current-context"),
+        ("- a list\n", "is not a kubeconfig"),
+        ("current-context: gone\ncontexts: []\n", "has no context 'gone'"),
+        ("current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\nclusters: []\n", "with no server"),
+    ],
+)
+def test_an_unusable_kubeconfig_is_an_infrastructure_error_before_kubectl_runs(tmp_path, text, says):
+    """kubectl reads an empty kubeconfig as http://localhost:8080; the provider stops first."""
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(text)
+    provider = ExistingProvider(kubeconfig=kubeconfig, kubectl_binary="/bin/false")
+    with pytest.raises(InfrastructureError, match=f"kubeconfig {kubeconfig}.*({says})"):
         provider.up(lambda _: None)
 
 
