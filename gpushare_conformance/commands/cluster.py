@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,16 +26,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--inventory",
-        help="mock GPU inventory YAML for the node (default: ci/local/inventory-default.yaml, 4 x V100-SXM2-16GB)",
+        help="mock GPU inventory YAML for the node (default: ci/local/inventory-default.yaml, 4 x V100-SXM2-16GB); "
+        "checked before anything is torn down or built; a running cluster started with another inventory is "
+        "refused (take it down first)",
     )
     parser.add_argument("--no-stack", action="store_true", help="do not deploy the reference stack during `up`")
     parser.set_defaults(func=run)
+
+
+def check_state_dir(action: str, state_dir: str | None) -> str | None:
+    """What is wrong with ``--state-dir`` for ``action``, or None. ``up`` may create it;
+    ``status`` and ``down`` only read a state directory a cluster was started with."""
+    if state_dir is None:
+        return None
+    path = Path(state_dir).expanduser()
+    if path.exists() and not path.is_dir():
+        return f"--state-dir {state_dir}: not a directory"
+    if action == "up":
+        parent = next((p for p in path.parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            return f"--state-dir {state_dir}: {parent} is not a directory"
+        return None
+    if not path.is_dir():
+        return f"--state-dir {state_dir}: no such directory (no local cluster was started with it)"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     from gpushare_conformance.fixtures.providers.local import LocalProvider
     from gpushare_conformance.fixtures.providers.local.cluster import LocalClusterError
 
+    wrong = check_state_dir(args.action, args.state_dir)
+    if wrong is not None:
+        print(f"error: {wrong}", file=sys.stderr)
+        return 2
     provider = LocalProvider(state_dir=args.state_dir, inventory=args.inventory, deploy_stack=not args.no_stack)
 
     def progress(message: str) -> None:
@@ -52,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
         else:
             print(provider.status())
-    except LocalClusterError as exc:
+    except (LocalClusterError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
