@@ -55,7 +55,7 @@ def main() -> int:
         report.mkdir(parents=True, exist_ok=True)
         keep = not args.fresh_cluster and i < args.runs
         argv = suite_argv(args.cluster, args.workers, report / "junit.xml", keep_cluster=keep, extra=extra)
-        argv += ["--report-dir", str(report)]
+        argv += ["--gpushare-report-dir", str(report)]
         started = time.monotonic()
         with open(report / "pytest.log", "w") as log:
             status = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, cwd=out)

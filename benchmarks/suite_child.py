@@ -21,11 +21,11 @@ def suite_argv(cluster: str, workers: int, junit: Path, keep_cluster: bool, extr
         "no:cacheprovider",
         "-n",
         str(workers),
-        "--cluster",
+        "--gpushare-cluster",
         cluster,
         "--junitxml",
         str(junit),
-        *(["--keep-cluster-up"] if keep_cluster else []),
+        *(["--gpushare-keep-cluster-up"] if keep_cluster else []),
         *extra,
     ]
 

@@ -1,7 +1,7 @@
 """Whole-suite wall time on a warm cluster against the longest single check, as a ratio.
 
 Runs the conformance checks once in parallel (pytest-xdist, ``--workers``), the
-cluster kept warm with --keep-cluster-up so bring-up is not counted (run once before
+cluster kept warm with --gpushare-keep-cluster-up so bring-up is not counted (run once before
 to warm it). Each check's own time is its JUnit time less the time it waited for its
 GPU capacity (recorded by the placement fixture). Prints the suite's wall time, the
 longest check, their ratio (target under 2), the sum of all checks (a serial run),

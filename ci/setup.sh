@@ -21,6 +21,13 @@ wheels="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}/wheels"
 if ! ls "$wheels"/fixtures-*.whl >/dev/null 2>&1; then
   .venv/bin/python -m pip download --quiet --no-deps fixtures -d "$wheels" >&2
 fi
+# Other pytest plugins, with this project's own dependencies, for the test that installs
+# them all in a fresh venv (tests/suite/test_beside_other_plugins.py, offline from here).
+neighbours=(pytest-timeout pytest-rerunfailures pytest-cov pytest-xdist)
+if ! .venv/bin/python -m pip download --quiet --no-index --find-links "$wheels" --no-build-isolation \
+  -d "$wheels" . "${neighbours[@]}" >/dev/null 2>&1; then
+  .venv/bin/python -m pip download --quiet --no-build-isolation -d "$wheels" . "${neighbours[@]}" >&2
+fi
 
 step "native GPU layer (make -C native)"
 make -s -C native >&2

@@ -112,7 +112,7 @@ class StackProfile:
             raise ProfileError(
                 f"profile {self.name!r} does not match node {name!r}: it does not advertise "
                 f"{', '.join(missing)} (allocatable has: {', '.join(sorted(allocatable)) or 'nothing'}); "
-                f"pick the --stack the cluster runs, or deploy it with --deploy-stack"
+                f"pick the --gpushare-stack the cluster runs (run: --stack), or deploy it with --gpushare-deploy-stack"
             )
 
     def allocated_cards(self, pod: Mapping[str, Any]) -> list[str]:

@@ -142,7 +142,9 @@ def read_verdicts(path: Path) -> VerdictFile:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ReportError(f"no verdicts file at {path} (did the suite run with --report-dir {path.parent}?)") from None
+        raise ReportError(
+            f"no verdicts file at {path} (did the suite run with --gpushare-report-dir {path.parent}?)"
+        ) from None
     except ValueError as exc:
         raise ReportError(f"{path} is not JSON: {exc}") from exc
     if (

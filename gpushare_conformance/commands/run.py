@@ -51,11 +51,11 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         CHECKS_PACKAGE,
         "-p",
         "no:cacheprovider",
-        "--cluster",
+        "--gpushare-cluster",
         args.cluster,
-        "--stack",
+        "--gpushare-stack",
         args.stack,
-        "--report-dir",
+        "--gpushare-report-dir",
         str(report_dir),
         "--junitxml",
         str(report_dir / "junit.xml"),
@@ -63,17 +63,17 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         str(report_dir / "allure-results"),
         "--clean-alluredir",
         # run prints the summary itself, after pytest's last line
-        "--verdict-summary",
+        "--gpushare-verdict-summary",
         "off",
     ]
     if args.kubeconfig:
-        argv += ["--cluster-kubeconfig", args.kubeconfig]
+        argv += ["--gpushare-cluster-kubeconfig", args.kubeconfig]
     if args.context:
-        argv += ["--context", args.context]
+        argv += ["--gpushare-context", args.context]
     if args.keep_cluster:
-        argv += ["--keep-cluster-up"]
+        argv += ["--gpushare-keep-cluster-up"]
     if args.kind_binary:
-        argv += ["--kind-binary", args.kind_binary]
+        argv += ["--gpushare-kind-binary", args.kind_binary]
     workers = getattr(args, "workers", 1)
     if workers and workers > 1:
         argv += ["-n", str(workers)]
@@ -192,7 +192,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=exitcodes.EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the conformance checks (pytest on the conformance package) and print a verdict table. "
-        "Arguments after -- go to pytest unchanged, e.g. -- -m seed -x.",
+        "Arguments after -- go to pytest unchanged, e.g. -- -m seed -x --gpushare-timeout pod_start=600.",
     )
     parser.add_argument(
         "--cluster",
@@ -213,7 +213,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--keep-cluster",
         action="store_true",
-        help="leave the local or kind cluster running afterwards (pytest: --keep-cluster-up)",
+        help="leave the local or kind cluster running afterwards (pytest: --gpushare-keep-cluster-up)",
     )
     parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
     parser.add_argument(

@@ -87,7 +87,7 @@ def test_missing_inventory_is_a_clear_error(tmp_path):
 
 
 def test_kind_binary_option_must_name_an_executable(tmp_path):
-    with pytest.raises(kindp.KindProviderError, match="--kind-binary"):
+    with pytest.raises(kindp.KindProviderError, match="--gpushare-kind-binary"):
         kindp.find_kind(str(tmp_path / "kind"))
 
 

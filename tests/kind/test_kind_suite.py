@@ -1,13 +1,13 @@
 """The whole suite on a multi-node kind cluster built on this machine.
 
-Runs, as a user would, ``pytest conformance --cluster kind`` in a child process: the
+Runs, as a user would, ``pytest conformance --gpushare-cluster kind`` in a child process: the
 real kind binary (``ci/kind/build-kind.sh``) creates a control plane and two GPU
 workers (4 x V100-SXM2-16GB and 2 x T4, mock driver) from the node image this project
 builds (``gpushare-conformance images build --kind-node``), in Docker started by
 ``ci/docker-service.sh``. The child must pass. Then, on the same cluster, the one
 mutation case that needs two GPU nodes (the extender's ``cards-across-nodes`` fault)
-must be caught by the multi-node check (tests/mutation, in a child with ``--cluster
-kind``), and afterwards ``kind get clusters`` must not list the cluster and no
+must be caught by the multi-node check (tests/mutation, in a child with
+``--gpushare-cluster kind``), and afterwards ``kind get clusters`` must not list the cluster and no
 container of it may be left. Docker that cannot be started is a failure, not a skip.
 
     .venv/bin/python -m pytest tests/kind -q -p no:cacheprovider
@@ -102,12 +102,12 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
         "-q",
         "-p",
         "no:cacheprovider",
-        "--cluster",
+        "--gpushare-cluster",
         "kind",
-        "--kind-binary",
+        "--gpushare-kind-binary",
         kind_binary,
-        "--keep-cluster-up",
-        "--report-dir",
+        "--gpushare-keep-cluster-up",
+        "--gpushare-report-dir",
         str(tmp_path / "reports"),
         "--junitxml",
         str(tmp_path / "junit.xml"),
@@ -132,7 +132,7 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
 
 def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_binary, tmp_path):
     """The mutation case that needs two GPU nodes, on the cluster the suite left up; the
-    child takes the cluster down at its end (no --keep-cluster-up), as a user's run would."""
+    child takes the cluster down at its end (no --gpushare-keep-cluster-up), as a user's run would."""
     child = [
         sys.executable,
         "-m",
@@ -144,9 +144,9 @@ def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_b
         "-s",
         "-p",
         "no:cacheprovider",
-        "--cluster",
+        "--gpushare-cluster",
         "kind",
-        "--kind-binary",
+        "--gpushare-kind-binary",
         kind_binary,
         "--junitxml",
         str(tmp_path / "junit.xml"),

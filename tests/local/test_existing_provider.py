@@ -1,4 +1,4 @@
-"""The path users take on real GPU clusters: `--cluster existing` against a cluster that
+"""The path users take on real GPU clusters: `--gpushare-cluster existing` against a cluster that
 already runs a stack. Here that cluster is the session's local one (stack deployed by
 its provider); the checks run in a child pytest through the existing provider, which
 deploys nothing and must find its NVML truth on the node itself (nvidia-smi in the
@@ -34,16 +34,16 @@ def test_checks_pass_through_the_existing_provider(cluster, placement, tmp_path)
         "-q",
         "-p",
         "no:cacheprovider",
-        "--cluster",
+        "--gpushare-cluster",
         "existing",
-        "--cluster-kubeconfig",
+        "--gpushare-cluster-kubeconfig",
         str(cluster.kubeconfig),
-        "--mock-nvml",
+        "--gpushare-mock-nvml",
         "-k",
         CHECKS,
         "--junitxml",
         str(junit),
-        "--report-dir",
+        "--gpushare-report-dir",
         str(tmp_path / "report"),
     ]
     child = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)

@@ -40,14 +40,14 @@ def test_checks_run_in_parallel_on_one_cluster(cluster, placement, tmp_path):
         "no:cacheprovider",
         "-n",
         "3",
-        "--cluster",
+        "--gpushare-cluster",
         "local",
-        "--keep-cluster-up",
+        "--gpushare-keep-cluster-up",
         "-k",
         SUBSET,
         "--junitxml",
         str(junit),
-        "--report-dir",
+        "--gpushare-report-dir",
         str(report),
     ]
     child = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)

@@ -9,7 +9,7 @@ always puts the sound stack back afterwards, also when the case fails. A control
 check that the fault does not touch must still pass, so a stack broken everywhere
 (or a check failing for an unrelated reason) does not count as caught.
 
-    .venv/bin/python -m pytest tests/mutation -q -p no:cacheprovider --keep-cluster-up
+    .venv/bin/python -m pytest tests/mutation -q -p no:cacheprovider --gpushare-keep-cluster-up
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def faulty_stack(kube, suite_options, request, placement):
     """Deploy the fault overlay named by the case; the sound stack comes back after."""
     if suite_options.cluster not in ("local", "kind"):
         pytest.skip(
-            f"the fault overlays build on the mock stack of --cluster local or kind, not {suite_options.cluster}"
+            f"the fault overlays build on the mock stack of --gpushare-cluster local or kind, not {suite_options.cluster}"
         )
 
     def deploy_fault(fault: str) -> None:
@@ -240,10 +240,10 @@ def test_checks_fail_on_a_stack_with_the_fault(
         "-m",
         "pytest",
         *checks,
-        "--cluster",
+        "--gpushare-cluster",
         suite_options.cluster,
-        "--keep-cluster-up",
-        "--report-dir",
+        "--gpushare-keep-cluster-up",
+        "--gpushare-report-dir",
         str(tmp_path),
         "--junitxml",
         str(tmp_path / "junit.xml"),
@@ -252,9 +252,9 @@ def test_checks_fail_on_a_stack_with_the_fault(
         "-q",
     ]
     if suite_options.mock_inventory is not None:
-        argv += ["--mock-inventory", str(suite_options.mock_inventory)]
+        argv += ["--gpushare-mock-inventory", str(suite_options.mock_inventory)]
     if suite_options.kind_binary:
-        argv += ["--kind-binary", str(suite_options.kind_binary)]
+        argv += ["--gpushare-kind-binary", str(suite_options.kind_binary)]
     child = subprocess.run(
         argv,
         cwd=REPO,

@@ -12,7 +12,7 @@ afterwards, also when a case fails.
   4096 MiB each in nvidia-smi, and a process sees about 300 MiB of the share taken by
   its own CUDA context, as under HAMi-core.
 
-    flock /tmp/gpushare-cluster.lock .venv/bin/python -m pytest tests/peers -q -p no:cacheprovider --keep-cluster-up
+    flock /tmp/gpushare-cluster.lock .venv/bin/python -m pytest tests/peers -q -p no:cacheprovider --gpushare-keep-cluster-up
 """
 
 from __future__ import annotations

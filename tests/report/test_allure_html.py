@@ -73,26 +73,26 @@ def _open(url: str, profile: Path) -> str:
 def seed_results(cluster, suite_options, tmp_path) -> Path:
     """allure results of the seed check run on the session's cluster, as a user runs it."""
     if suite_options.cluster != "local":
-        pytest.skip(f"runs the seed check in a child pytest on --cluster local, not {suite_options.cluster}")
+        pytest.skip(f"runs the seed check in a child pytest on --gpushare-cluster local, not {suite_options.cluster}")
     results = tmp_path / "allure-results"
     argv = [
         sys.executable,
         "-m",
         "pytest",
         SEED,
-        "--cluster",
+        "--gpushare-cluster",
         "local",
-        "--keep-cluster-up",
+        "--gpushare-keep-cluster-up",
         "-p",
         "no:cacheprovider",
         "-q",
         "--alluredir",
         str(results),
-        "--report-dir",
+        "--gpushare-report-dir",
         str(tmp_path / "reports"),
     ]
     if suite_options.mock_inventory is not None:
-        argv += ["--mock-inventory", str(suite_options.mock_inventory)]
+        argv += ["--gpushare-mock-inventory", str(suite_options.mock_inventory)]
     child = subprocess.run(
         argv,
         cwd=REPO,

@@ -149,7 +149,7 @@ def _run_fake(tmp_path, *extra):
             str(tmp_path),
             "--rootdir",
             str(tmp_path),
-            "--report-dir",
+            "--gpushare-report-dir",
             str(tmp_path / "r"),
             *extra,
         ],
@@ -202,9 +202,9 @@ def test_the_controller_builds_the_summary_under_xdist(tmp_path):
 
 
 def test_verdict_summary_all_and_off(tmp_path):
-    everything = _run_fake(tmp_path, "--verdict-summary", "all")
+    everything = _run_fake(tmp_path, "--gpushare-verdict-summary", "all")
     assert "gpushare verdicts" in everything.stdout and "card_total" in everything.stdout
-    off = _run_fake(tmp_path, "--verdict-summary", "off")
+    off = _run_fake(tmp_path, "--gpushare-verdict-summary", "off")
     assert "gpushare verdict summary" not in off.stdout
 
 
@@ -212,7 +212,7 @@ def test_run_prints_all_verdicts_then_the_rules(tmp_path, monkeypatch, capsys):
     report_dir = tmp_path / "reports"
 
     def fake_pytest(argv):
-        assert argv[argv.index("--verdict-summary") + 1] == "off", "run prints the summary itself"
+        assert argv[argv.index("--gpushare-verdict-summary") + 1] == "off", "run prints the summary itself"
         write_verdicts(report_dir / "verdicts.json", _fake_run())
         return 1
 

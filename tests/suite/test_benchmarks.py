@@ -80,15 +80,15 @@ def test_the_child_run_is_the_installed_checks_in_parallel():
         "no:cacheprovider",
         "-n",
         "3",
-        "--cluster",
+        "--gpushare-cluster",
         "kind",
         "--junitxml",
         "/r/junit.xml",
-        "--keep-cluster-up",
+        "--gpushare-keep-cluster-up",
         "-k",
         "seed",
     ]
-    assert "--keep-cluster-up" not in suite_argv("local", 4, Path("j.xml"), keep_cluster=False, extra=[])
+    assert "--gpushare-keep-cluster-up" not in suite_argv("local", 4, Path("j.xml"), keep_cluster=False, extra=[])
     assert pytest_extra(["--", "-x"]) == ["-x"] and pytest_extra(["-x"]) == ["-x"]
 
 

@@ -25,27 +25,27 @@ def test_existing_defaults_to_real_gpus():
 @pytest.mark.parametrize(
     "values, message",
     [
-        ({"gpushare_cluster": "minikube"}, r"--cluster: unknown cluster 'minikube'"),
-        ({"gpushare_stack": "volcano"}, r"--stack: unknown stack profile 'volcano'"),
-        ({"gpushare_context": "prod"}, r"--context='prod' only applies"),
-        ({"gpushare_kubeconfig": "/tmp/x"}, r"--cluster-kubeconfig only applies"),
+        ({"gpushare_cluster": "minikube"}, r"--gpushare-cluster: unknown cluster 'minikube'"),
+        ({"gpushare_stack": "volcano"}, r"--gpushare-stack: unknown stack profile 'volcano'"),
+        ({"gpushare_context": "prod"}, r"--gpushare-context='prod' only applies"),
+        ({"gpushare_kubeconfig": "/tmp/x"}, r"--gpushare-cluster-kubeconfig only applies"),
         (
             {"gpushare_cluster": "existing", "gpushare_kubeconfig": "/nonexistent/kubeconfig"},
-            r"--cluster-kubeconfig: file not found",
+            r"--gpushare-cluster-kubeconfig: file not found",
         ),
-        ({"gpushare_timeouts": ["pod_start"]}, r"--timeout 'pod_start': expected NAME=SECONDS"),
-        ({"gpushare_timeouts": ["pod_begin=3"]}, r"--timeout: unknown time-out 'pod_begin'"),
-        ({"gpushare_timeouts": ["pod_start=soon"]}, r"--timeout 'pod_start=soon': 'soon' is not a number"),
-        ({"gpushare_timeouts": ["pod_start=-1"]}, r"--timeout pod_start=-1.0: must be a positive"),
-        ({"gpushare_mocked_nvml": False}, r"--real-gpu: the local provider has no GPUs"),
-        ({"gpushare_wait_timeout": "soon"}, r"--wait-timeout: expected seconds"),
-        ({"gpushare_wait_timeout": 0}, r"--wait-timeout: must be positive"),
+        ({"gpushare_timeouts": ["pod_start"]}, r"--gpushare-timeout 'pod_start': expected NAME=SECONDS"),
+        ({"gpushare_timeouts": ["pod_begin=3"]}, r"--gpushare-timeout: unknown time-out 'pod_begin'"),
+        ({"gpushare_timeouts": ["pod_start=soon"]}, r"--gpushare-timeout 'pod_start=soon': 'soon' is not a number"),
+        ({"gpushare_timeouts": ["pod_start=-1"]}, r"--gpushare-timeout pod_start=-1.0: must be a positive"),
+        ({"gpushare_mocked_nvml": False}, r"--gpushare-real-gpu: the local provider has no GPUs"),
+        ({"gpushare_wait_timeout": "soon"}, r"--gpushare-wait-timeout: expected seconds"),
+        ({"gpushare_wait_timeout": 0}, r"--gpushare-wait-timeout: must be positive"),
         (
             {"gpushare_cluster": "kind", "gpushare_kind_binary": "/nonexistent/kind"},
-            r"--kind-binary: '/nonexistent/kind'",
+            r"--gpushare-kind-binary: '/nonexistent/kind'",
         ),
-        ({"gpushare_kind_binary": "sh"}, r"--kind-binary only applies to --cluster kind"),
-        ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--mock-inventory: file not found"),
+        ({"gpushare_kind_binary": "sh"}, r"--gpushare-kind-binary only applies to --gpushare-cluster kind"),
+        ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--gpushare-mock-inventory: file not found"),
     ],
 )
 def test_bad_options_name_the_option(values, message):
@@ -59,24 +59,59 @@ def _pytest(*args):
     )
 
 
+SUITE_OPTIONS = (
+    "--gpushare-cluster",
+    "--gpushare-cluster-kubeconfig",
+    "--gpushare-context",
+    "--gpushare-deploy-stack",
+    "--gpushare-stack",
+    "--gpushare-keep-cluster-up",
+    "--gpushare-keep-namespaces",
+    "--gpushare-kind-binary",
+    "--gpushare-kubectl-binary",
+    "--gpushare-report-dir",
+    "--gpushare-mock-nvml",
+    "--gpushare-real-gpu",
+    "--gpushare-mock-inventory",
+    "--gpushare-wait-timeout",
+    "--gpushare-timeout",
+    "--gpushare-verdict-summary",
+)
+
+
+class _Recorder:
+    """Stands in for pytest's parser and its groups: records every option and ini name."""
+
+    def __init__(self) -> None:
+        self.options: list[str] = []
+        self.ini: list[str] = []
+
+    def getgroup(self, *args, **kwargs):
+        return self
+
+    def addoption(self, *names, **kwargs):
+        self.options += names
+
+    def addini(self, name, *args, **kwargs):
+        self.ini.append(name)
+
+
+def test_every_option_of_the_plugin_carries_the_suite_prefix():
+    # A plain name (``--timeout``, ``--cluster``) can clash with another installed plugin's
+    # and break every pytest run of the environment (pytest-timeout's ``--timeout`` did).
+    from gpushare_conformance.fixtures import plugin, reporting
+
+    parser = _Recorder()
+    plugin.pytest_addoption(parser)
+    reporting.pytest_addoption(parser)
+    assert sorted(parser.options) == sorted(SUITE_OPTIONS)
+    assert all(name.startswith("--gpushare-") for name in parser.options), parser.options
+    assert all(name.startswith("gpushare_") for name in parser.ini), parser.ini
+
+
 def test_pytest_help_lists_the_suite_options():
     out = _pytest("--help").stdout
-    for option in (
-        "--cluster",
-        "--cluster-kubeconfig",
-        "--context",
-        "--deploy-stack",
-        "--stack",
-        "--keep-cluster-up",
-        "--keep-namespaces",
-        "--kind-binary",
-        "--kubectl-binary",
-        "--report-dir",
-        "--mock-nvml",
-        "--real-gpu",
-        "--wait-timeout",
-        "--timeout",
-    ):
+    for option in SUITE_OPTIONS:
         assert option in out, option
 
 
@@ -88,9 +123,9 @@ def test_pytest_markers_lists_the_suite_markers():
 
 def test_bad_option_on_the_command_line_is_a_usage_error(tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
-    result = _pytest(str(tmp_path), "--wait-timeout", "-5", "--rootdir", str(tmp_path))
+    result = _pytest(str(tmp_path), "--gpushare-wait-timeout", "-5", "--rootdir", str(tmp_path))
     assert result.returncode == 4
-    assert "--wait-timeout: must be positive" in result.stderr
+    assert "--gpushare-wait-timeout: must be positive" in result.stderr
 
 
 def test_gpu_checks_are_skipped_with_a_reason_when_nvml_is_mocked(tmp_path):
@@ -108,7 +143,7 @@ def test_gpu_checks_are_skipped_with_a_reason_when_nvml_is_mocked(tmp_path):
 def test_unit_tests_do_not_start_a_cluster(tmp_path):
     # A test that asks for no cluster fixture passes even with a provider that cannot start.
     (tmp_path / "test_x.py").write_text("def test_plain():\n    pass\n")
-    result = _pytest(str(tmp_path), "--cluster", "existing", "--rootdir", str(tmp_path))
+    result = _pytest(str(tmp_path), "--gpushare-cluster", "existing", "--rootdir", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

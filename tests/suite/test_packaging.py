@@ -9,18 +9,14 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-WHEEL_CACHE = Path(os.environ.get("GPUSHARE_CACHE", "/var/cache/gpushare-conformance")) / "wheels"
+from conftest import REPO, WHEEL_CACHE, Venv
+from conftest import run_ok as _run
 
 
 def _declared() -> tuple[list[str], dict[str, str]]:
@@ -49,12 +45,6 @@ def test_every_package_of_the_tree_is_installed_below_the_project_names():
     assert entry == {"gpushare_conformance": "gpushare_conformance.fixtures.plugin"}
 
 
-def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=600, **kwargs)
-    assert result.returncode == 0, f"{' '.join(argv)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
 def _fixtures_wheel(tmp_path: Path) -> Path:
     """testing-cabal's fixtures wheel: from the setup's cache, else from PyPI."""
     cached = sorted(WHEEL_CACHE.glob("fixtures-*.whl"))
@@ -64,38 +54,12 @@ def _fixtures_wheel(tmp_path: Path) -> Path:
     return sorted(tmp_path.glob("fixtures-*.whl"))[-1]
 
 
-def test_installs_beside_testing_cabal_fixtures_without_either_breaking(tmp_path):
-    wheels = tmp_path / "wheels"
-    # Built from a copy, so setuptools' build/ folder never lands in the checkout.
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    for name in ("gpushare_conformance", "gpushare_stack", "fixtures", "conformance"):
-        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            str(source),
-            "-w",
-            str(wheels),
-        ]
-    )
-    ours = sorted(wheels.glob("gpushare_conformance-*.whl"))[-1]
+def test_installs_beside_testing_cabal_fixtures_without_either_breaking(
+    tmp_path, project_wheel: Path, fresh_venv: Venv
+):
+    ours = project_wheel
     theirs = _fixtures_wheel(tmp_path)
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    python = venv / "bin" / "python"
-    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
-    pip = [sys.executable, "-m", "pip", "--python", str(python)] if _pip_has_python_option() else None
-    if pip is None:
-        pytest.fail("pip too old for --python; upgrade pip in .venv")
+    python, site, pip = fresh_venv.python, fresh_venv.site, fresh_venv.pip
     _run([*pip, "install", "--quiet", "--no-deps", "--no-index", str(theirs), str(ours)])
     top = sorted(p.name for p in site.iterdir())
     assert "conformance" not in top, f"a top-level 'conformance' package was installed: {top}"
@@ -110,12 +74,6 @@ def test_installs_beside_testing_cabal_fixtures_without_either_breaking(tmp_path
     _run([*pip, "uninstall", "--quiet", "--yes", "gpushare-conformance"])
     _run([str(python), "-c", "import fixtures; fixtures.Fixture"], cwd=tmp_path)
     assert not (site / "gpushare_conformance").exists()
-
-
-def _pip_has_python_option() -> bool:
-    out = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True).stdout
-    major = int(re.search(r"pip (\d+)", out).group(1))
-    return major >= 22
 
 
 UNRELATED_TESTS = """

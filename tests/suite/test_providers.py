@@ -27,7 +27,9 @@ def test_provider_rejects_options_it_does_not_take():
 
 def test_existing_provider_missing_kubeconfig(tmp_path):
     provider = ExistingProvider(kubeconfig=tmp_path / "nope", kubectl_binary="kubectl")
-    with pytest.raises(ExistingClusterError, match="--cluster-kubeconfig: file not found"):
+    with pytest.raises(
+        ExistingClusterError, match=r"--gpushare-cluster-kubeconfig \(run: --kubeconfig\): file not found"
+    ):
         provider.up(lambda _: None)
 
 
@@ -95,5 +97,5 @@ def test_kind_config_mounts_the_scheduler_config(tmp_path):
 def test_kind_without_a_kind_binary_says_how_to_point_at_one(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     provider = KindProvider(inventory=__file__)
-    with pytest.raises(KindProviderError, match="kind not found on PATH; pass --kind-binary"):
+    with pytest.raises(KindProviderError, match="kind not found on PATH; pass --gpushare-kind-binary"):
         provider.up(lambda _: None)

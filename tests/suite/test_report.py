@@ -138,7 +138,7 @@ def test_plugin_writes_verdicts_environment_and_report_name_for_allure(tmp_path)
             str(tmp_path / "test_x.py"),
             "--rootdir",
             str(tmp_path),
-            "--report-dir",
+            "--gpushare-report-dir",
             str(report),
             "--alluredir",
             str(allure_dir),

@@ -127,8 +127,9 @@ def test_run_command_builds_the_pytest_line(tmp_path):
     )
     argv = pytest_argv(args)
     assert argv[argv.index("--pyargs") + 1] == "gpushare_conformance.conformance"
-    assert argv[argv.index("--cluster-kubeconfig") + 1] == "/k" and "--keep-cluster-up" in argv
-    assert argv[argv.index("--cluster") + 1] == "existing" and argv[argv.index("--stack") + 1] == "hami"
+    assert argv[argv.index("--gpushare-cluster-kubeconfig") + 1] == "/k" and "--gpushare-keep-cluster-up" in argv
+    assert argv[argv.index("--gpushare-cluster") + 1] == "existing"
+    assert argv[argv.index("--gpushare-stack") + 1] == "hami"
     assert "--junitxml" in argv and str(tmp_path / "junit.xml") in argv
     assert str(tmp_path / "allure-results") in argv
     assert argv[-2:] == ["-m", "seed"] and "--" not in argv
