@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
-from gpushare_conformance import __version__
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def package_version() -> str:
+    """The installed distribution's version (importlib.metadata), for ``--version``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpushare-conformance")
+    except PackageNotFoundError:
+        from gpushare_conformance import __version__
+
+        return f"{__version__} (not installed)"
+
 
 # Order is the order shown in --help.
 COMMAND_MODULES = ("run", "cluster", "parse", "sandbox", "images")
@@ -26,7 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
             "per-card totals, isolation and the sharing restrictions."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=None,
+        help="logging of the command and of the run it starts (run passes it to pytest's --log-level); default WARNING",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -45,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    logging.basicConfig(level=args.log_level or "WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

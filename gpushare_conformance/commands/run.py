@@ -74,6 +74,9 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--gpushare-keep-cluster-up"]
     if args.kind_binary:
         argv += ["--gpushare-kind-binary", args.kind_binary]
+    log_level = getattr(args, "log_level", None)
+    if log_level:
+        argv += ["--log-level", log_level]  # pytest's own: the level its log capture and reports keep
     workers = getattr(args, "workers", 1)
     if workers and workers > 1:
         argv += ["-n", str(workers)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cards and per-card limits the gpushare extender chose. --flavor makes it behave like "
         "another GPU-sharing stack's device plugin instead.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {kubeclient.version()}")
     parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
     parser.add_argument(
         "--node-name", default=os.environ.get("NODE_NAME"), help="this node's name (default: env NODE_NAME)"
@@ -58,14 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.node_name:
         parser.error("--node-name is required (or set env NODE_NAME, e.g. from spec.nodeName)")
-    if args.health_interval <= 0:
+    if not math.isfinite(args.health_interval) or args.health_interval <= 0:
         parser.error(f"--health-interval must be > 0, got {args.health_interval}")
     faults.warn_fault(logging.getLogger(__name__), "gpushare-device-plugin", args.fault)
+    try:
+        api = kubeclient.load(args.kubeconfig)
+    except kubeclient.KubeconfigError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     try:
         plugin = DevicePlugin(
             node=args.node_name,
             discover=discover,
-            kube=KubeAccess(kubeclient.load(args.kubeconfig)),
+            kube=KubeAccess(api),
             socket_dir=args.kubelet_socket_dir,
             native_host_dir=args.native_host_dir,
             health_interval_s=args.health_interval,

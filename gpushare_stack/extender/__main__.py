@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         "label aliyun.com/gpu-count=M on M cards of one node, N/M GiB each; --flavor makes it "
         "behave like another GPU-sharing stack's scheduler instead.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {kubeclient.version()}")
     parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
     parser.add_argument("--address", default="0.0.0.0", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT, help="TCP port (default: %(default)s)")
@@ -50,13 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
     flavor = peers.extender_flavor(args.flavor)
     prefix = args.prefix if args.prefix is not None else flavor.default_prefix
     state = ClusterState(policy=args.policy, fault=args.fault, flavor=flavor)
-    api = kubeclient.load(args.kubeconfig)
+    try:
+        api = kubeclient.load(args.kubeconfig)
+    except kubeclient.KubeconfigError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=prefix)
     logging.getLogger(__name__).info(
