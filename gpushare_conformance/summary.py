@@ -150,9 +150,10 @@ def conformance_line(lines: list[RuleLine]) -> str:
     return "conforms to the seed: yes (every rule passed)"
 
 
-def _cut(text: str, width: int) -> str:
+def _cut(text: str, width: int | None) -> str:
+    """``text`` on one line, cut to ``width`` with an ellipsis; ``None``: whole."""
     text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+    return text if width is None or len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
 def headline(result: VerdictFile, lines: list[RuleLine]) -> str:
@@ -164,16 +165,17 @@ def headline(result: VerdictFile, lines: list[RuleLine]) -> str:
     return f"seed rules ({where}): {tally}" + (f", {not_run} not run" if not_run else "")
 
 
-def render_lines(result: VerdictFile, width: int = 100, full_list: str = "") -> list[tuple[str, str]]:
+def render_lines(result: VerdictFile, width: int | None = 100, full_list: str = "") -> list[tuple[str, str]]:
     """The summary as (text, style) lines of at most ``width`` characters; style names a
     colour for the status word (the writer decides whether to use it). The rule's words
-    are never cut; the figure is, to fit."""
+    are never cut; the figure is, to fit. ``width=None`` (not a terminal: a log, a pipe):
+    every line whole."""
     lines = build_summary(result)
     words_width = max(len(line.rule.words) for line in lines)
     out = [(headline(result, lines), "bold")]
     for line in lines:
         ran = f" ({line.checks} checks)" if line.checks > 1 else ""
-        room = width - 6 - words_width - 2 - len(ran)
+        room = None if width is None else width - 6 - words_width - 2 - len(ran)
         out.append(
             (
                 f"{line.status:<4}  {line.rule.words:<{words_width}}  {_cut(line.shown_figure, room)}{ran}".rstrip(),
@@ -189,7 +191,7 @@ def render_lines(result: VerdictFile, width: int = 100, full_list: str = "") -> 
     return out
 
 
-def render_text(result: VerdictFile, width: int = 100, colour: bool = False, full_list: str = "") -> str:
+def render_text(result: VerdictFile, width: int | None = 100, colour: bool = False, full_list: str = "") -> str:
     """The summary as text; the status word (and evidence lines) in colour only if ``colour``."""
     codes = {"green": "32", "bold red": "1;31", "yellow": "33", "cyan": "36", "dim": "2", "bold": "1"}
     out = []

@@ -144,6 +144,7 @@ def render_verdicts(result, mode: str, report_dir: Path, colour: bool | None = N
     """What ``run`` prints at the end: the full table (``all``), then the rule summary
     and where the reports are."""
     colour = _colour() if colour is None else colour
+    explicit_width = width is not None
     # A terminal's width; a log (CI, a pipe) gets the whole figures.
     width = width or (shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 160)
     results = report_dir / "allure-results"
@@ -153,7 +154,9 @@ def render_verdicts(result, mode: str, report_dir: Path, colour: bool | None = N
     hint = (
         "" if mode == "all" else f"full list: gpushare-conformance run --verdicts all, or {report_dir / VERDICTS_FILE}"
     )
-    out.append(summary.render_text(result, width=width, colour=colour, full_list=hint))
+    # Not a terminal (a log, a pipe): the rule lines whole, never cut with an ellipsis.
+    cut = width if sys.stdout.isatty() or explicit_width else None
+    out.append(summary.render_text(result, width=cut, colour=colour, full_list=hint))
     name = report_name(result.facts)
     out.append(
         f"reports: {report_dir / 'junit.xml'}, {results} (HTML: npx allure generate {results} "
