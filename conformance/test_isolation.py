@@ -28,14 +28,14 @@ def _alloc_within_and_past(suite, pod: str, visible: int, total_mib: int, physic
         suite.expect(calibration.share_usable(f"share_usable[card {visible}]", told.free_mib, total_mib))
     within = calibration.within_told(told.free_mib)
     with allure.step(f"Card {visible}: allocating {within} MiB (what it is told is free) succeeds"):
-        ok = suite.probe_alloc(pod, visible, within)
+        ok = suite.probe(pod, visible, within)
         suite.expect(v.exit_ok(f"alloc_within_share[card {visible}: {within} MiB]", ok.exit_status, ok.output))
     past = total_mib + 1
     with allure.step(f"Card {visible}: allocating {past} MiB (past the share) fails with {OOM}"):
         if physical_mib is not None:
             # The over-share allocation must fit the physical card, so only isolation can refuse it.
             suite.expect(v.below(f"past_share_below_physical[card {visible}]", past, physical_mib, "MiB"))
-        bad = suite.probe_alloc(pod, visible, past)
+        bad = suite.probe(pod, visible, past)
         suite.expect(
             v.fails_with(f"alloc_past_share_oom[card {visible}: {past} MiB]", bad.exit_status, bad.output, OOM)
         )

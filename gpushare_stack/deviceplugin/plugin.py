@@ -40,6 +40,16 @@ class PodSource(Protocol):
     # patch_node_capacity(node, capacity); mark_assigned(namespace, name, annotations).
 
 
+def container_response(env: dict[str, str], mounts: list[HostMount]) -> api_pb2.ContainerAllocateResponse:
+    """One container's answer to Allocate: its env and its (host) mounts."""
+    return api_pb2.ContainerAllocateResponse(
+        envs=env,
+        mounts=[
+            api_pb2.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only) for m in mounts
+        ],
+    )
+
+
 def _socket_identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -183,15 +193,7 @@ class DevicePlugin:
                 match.cards,
                 list(match.shares_gib or (match.per_card_gib,)),
             )
-            responses.append(
-                api_pb2.ContainerAllocateResponse(
-                    envs=env,
-                    mounts=[
-                        api_pb2.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
-                        for m in mounts
-                    ],
-                )
-            )
+            responses.append(container_response(env, mounts))
         return api_pb2.AllocateResponse(container_responses=responses)
 
     def allocate_count(

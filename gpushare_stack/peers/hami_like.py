@@ -390,6 +390,7 @@ class HamiLikeDevicePlugin(ReferenceDevicePlugin):
 
     def allocate(self, plugin: Any, request: Any, context: grpc.ServicerContext) -> Any:
         from gpushare_stack.api import api_pb2
+        from gpushare_stack.deviceplugin.plugin import container_response
 
         known = {c.uuid for c in plugin.cards}
         responses = []
@@ -434,13 +435,5 @@ class HamiLikeDevicePlugin(ReferenceDevicePlugin):
                 match.container_index,
                 [f"{u} {m} MiB" for u, m in match.devices],
             )
-            responses.append(
-                api_pb2.ContainerAllocateResponse(
-                    envs=env,
-                    mounts=[
-                        api_pb2.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
-                        for m in mounts
-                    ],
-                )
-            )
+            responses.append(container_response(env, mounts))
         return api_pb2.AllocateResponse(container_responses=responses)
