@@ -53,7 +53,13 @@ class Binder:
         if not self.state.flavor.is_share_pod(pod):  # the scheduler binds every pod it sent us through us
             self._create_binding(namespace, name, uid, node)
             return None
-        alloc = self.state.assume(pod, node)
+        flavor = self.state.flavor
+        flavor.lock_node(self.core, pod, node)
+        try:
+            alloc = self.state.assume(pod, node)
+        except Exception:
+            flavor.unlock_node(self.core, pod, node)
+            raise
         if self.state.fault == faults.STALE_VIEW:
             faults.stale_view_delay(log, f"{namespace}/{name}")
         try:
@@ -64,6 +70,7 @@ class Binder:
             self._create_binding(namespace, name, uid, node)
         except Exception:
             self.state.forget(uid)
+            flavor.unlock_node(self.core, pod, node)
             raise
         log.info("bound %s/%s to %s cards %s", namespace, name, node, alloc.cards)
         return alloc

@@ -16,12 +16,18 @@
   ``CUDA_DEVICE_MEMORY_LIMIT_<i>=<X>m`` and LD_PRELOAD of the hami-like isolation
   library (native ``libgpushare-shim-hamilike.so``), which charges each process's CUDA
   context to the share as HAMi-core does.
+- One pod is bound per node at a time, as HAMi's scheduler does: Bind takes the node
+  lock (node annotation ``hami.io/mutex.lock`` = ``<RFC 3339 time>,<namespace>,<name>``)
+  and the device plugin releases it once the pod's containers are allocated. The kubelet
+  calls Allocate without naming the pod, so two pods asking as many cards, bound in the
+  same instant, could otherwise get each other's cards and limits.
 
 Units: the extender's card sizes and allocation figures are MiB in this flavor.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import logging
 import time
@@ -50,6 +56,8 @@ ANN_TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 ANN_NODE = "hami.io/vgpu-node"
 ANN_PHASE = "hami.io/bind-phase"
 ANN_BIND_TIME = "hami.io/bind-time"
+NODE_LOCK = "hami.io/mutex.lock"
+NODE_LOCK_TTL_S = 300  # HAMi's: a lock older than 5 minutes is stale
 PHASE_ALLOCATING = "allocating"
 PHASE_SUCCESS = "success"
 DEVICE_TYPE = "NVIDIA"
@@ -169,6 +177,71 @@ def decode_devices(text: str) -> list[list[tuple[str, int]]]:
     return containers
 
 
+# ---- node lock ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeLock:
+    """Who holds a node's ``hami.io/mutex.lock``, and since when (epoch seconds)."""
+
+    since: float
+    namespace: str
+    name: str
+
+
+def lock_value(namespace: str, name: str, now: float) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return f"{stamp},{namespace},{name}"
+
+
+def parse_lock(value: str) -> NodeLock | None:
+    """The lock's holder; None for a value in no form HAMi writes (taken as stale)."""
+    stamp, _, rest = value.partition(",")
+    namespace, _, name = rest.partition(",")
+    try:
+        since = calendar.timegm(time.strptime(stamp.strip(), "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return None
+    return NodeLock(float(since), namespace, name)
+
+
+def _read_json(call: Any, *args: Any) -> dict[str, Any] | None:
+    """One API read as a dict; None when the object does not exist."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return json.loads(call(*args, _preload_content=False).data)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def lock_is_live(core: Any, lock: NodeLock, now: float) -> bool:
+    """Whether the holder still waits for its Allocate: younger than the TTL, and the
+    pod exists, is Pending and is still ``bind-phase=allocating``."""
+    if now - lock.since >= NODE_LOCK_TTL_S:
+        return False
+    holder = _read_json(core.read_namespaced_pod, lock.name, lock.namespace)
+    if holder is None or (holder.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if (holder.get("status") or {}).get("phase") not in (None, "Pending"):  # admitted, or refused by the kubelet
+        return False
+    return ((holder.get("metadata") or {}).get("annotations") or {}).get(ANN_PHASE) == PHASE_ALLOCATING
+
+
+def release_node_lock(core: Any, node: str, namespace: str, name: str) -> bool:
+    """Remove the node's lock if ``namespace/name`` holds it; False if someone else does."""
+    obj = _read_json(core.read_node, node)
+    if obj is None:
+        return False
+    meta = obj.get("metadata") or {}
+    held = parse_lock((meta.get("annotations") or {}).get(NODE_LOCK, ""))
+    if held is None or (held.namespace, held.name) != (namespace, name):
+        return False
+    body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {NODE_LOCK: None}}}
+    core.patch_node(node, body, _content_type="application/merge-patch+json")
+    return True
+
+
 # ---- extender -----------------------------------------------------------------------------
 class HamiLikeExtender(ReferenceExtender):
     name = HAMI_LIKE
@@ -247,6 +320,47 @@ class HamiLikeExtender(ReferenceExtender):
             ANN_PHASE: PHASE_ALLOCATING,
             ANN_BIND_TIME: str(alloc.assume_time_ns // 1_000_000_000),
         }
+
+    def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        """Take ``hami.io/mutex.lock`` on the node, or refuse the bind while another pod's
+        allocation is under way there (the scheduler retries the pod after a back-off)."""
+        from kubernetes.client.exceptions import ApiException
+
+        from gpushare_stack.extender.state import BindError
+
+        meta = pod.get("metadata") or {}
+        me = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        obj = _read_json(core.read_node, node)
+        if obj is None:
+            raise BindError(f"hami-like: node {node} does not exist")
+        node_meta = obj.get("metadata") or {}
+        now = time.time()
+        held = parse_lock((node_meta.get("annotations") or {}).get(NODE_LOCK, ""))
+        if held is not None and (held.namespace, held.name) != me and lock_is_live(core, held, now):
+            raise BindError(
+                f"hami-like: node {node} is locked by pod {held.namespace}/{held.name} since "
+                f"{time.strftime('%H:%M:%S', time.gmtime(held.since))} (its allocation is under way); "
+                f"{me[0]}/{me[1]} is bound after it"
+            )
+        body = {
+            "metadata": {
+                "resourceVersion": node_meta.get("resourceVersion"),  # a concurrent lock gets 409
+                "annotations": {NODE_LOCK: lock_value(me[0], me[1], now)},
+            }
+        }
+        try:
+            core.patch_node(node, body, _content_type="application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status == 409:
+                raise BindError(f"hami-like: node {node} changed while {me[0]}/{me[1]} took its lock; retry") from exc
+            raise
+
+    def unlock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        meta = pod.get("metadata") or {}
+        try:
+            release_node_lock(core, node, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        except Exception as exc:  # the lock goes stale by itself; the bind's own error matters more
+            log.warning("hami-like: could not release the lock of node %s: %s", node, exc)
 
     def allocation_from_pod(self, pod: Mapping[str, Any], cards_of: CardsOf) -> Allocation | None:
         meta = pod.get("metadata") or {}
@@ -421,6 +535,8 @@ class HamiLikeDevicePlugin(ReferenceDevicePlugin):
                     if match.pod_done:
                         update[ANN_PHASE] = PHASE_SUCCESS
                     plugin.kube.patch_pod_annotations(match.namespace, match.name, update)
+                    if match.pod_done:
+                        plugin.kube.release_node_lock(plugin.node, match.namespace, match.name)
             except HamiMatchError as exc:
                 log.error("%s", exc)
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))

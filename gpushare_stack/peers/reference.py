@@ -61,6 +61,13 @@ class ReferenceExtender:
     def allocation_from_pod(self, pod: Mapping[str, Any], cards_of: CardsOf) -> Allocation | None:
         return allocation.allocation_from_pod(pod)
 
+    def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        """Before a bind: claim the node (the reference stack needs no lock: its device
+        plugin tells pods apart by their gpu-mem device count and assume time)."""
+
+    def unlock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        """After a failed bind: give back what ``lock_node`` claimed."""
+
 
 class ReferenceDevicePlugin:
     """What the device plugin advertises, publishes on its node, and gives a container."""

@@ -25,27 +25,63 @@ V100 = 16160
 UUIDS = [f"GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(3)]
 
 
+class Reply:
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.data = json.dumps(obj).encode()
+
+
 class FakeCore:
-    """The two calls a bind makes, recorded."""
+    """The calls a bind makes, recorded; nodes and pods are kept for the hami-like lock,
+    with the API server's resourceVersion precondition on a node patch."""
 
     def __init__(self) -> None:
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
         self.bindings: list[tuple[str, str, str]] = []
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def read_node(self, name, _preload_content=True):
+        if name not in self.nodes:
+            self.nodes[name] = {"metadata": {"name": name, "resourceVersion": "1", "annotations": {}}}
+        return Reply(self.nodes[name])
+
+    def patch_node(self, name, body, _content_type=None):
+        from kubernetes.client.exceptions import ApiException
+
+        meta = self.nodes[name]["metadata"]
+        want = body["metadata"].get("resourceVersion")
+        if want is not None and want != meta["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        for key, value in body["metadata"].get("annotations", {}).items():
+            if value is None:
+                meta["annotations"].pop(key, None)
+            else:
+                meta["annotations"][key] = value
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+    def read_namespaced_pod(self, name, namespace, _preload_content=True):
+        from kubernetes.client.exceptions import ApiException
+
+        if (namespace, name) not in self.pods:
+            raise ApiException(status=404, reason="Not Found")
+        return Reply(self.pods[(namespace, name)])
 
     def patch_namespaced_pod(self, name, namespace, body, _content_type=None):
         self.patches.append((namespace, name, body))
+        if (namespace, name) in self.pods:
+            self.pods[(namespace, name)]["metadata"]["annotations"].update(body["metadata"]["annotations"])
 
     def create_namespaced_pod_binding(self, name, namespace, body, _preload_content=True):
         self.bindings.append((namespace, name, body.target.name))
 
 
-def bind(state: ClusterState, p: dict[str, Any], node_name: str) -> dict[str, str]:
+def bind(state: ClusterState, p: dict[str, Any], node_name: str, core: FakeCore | None = None) -> dict[str, str]:
     binder = Binder(state, None)
-    binder.core = FakeCore()
+    binder.core = core or FakeCore()
     state.upsert_pod(p)
     binder.bind(p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["uid"], node_name)
-    assert binder.core.bindings == [(p["metadata"]["namespace"], p["metadata"]["name"], node_name)]
-    [(_, _, body)] = binder.core.patches
+    assert binder.core.bindings[-1] == (p["metadata"]["namespace"], p["metadata"]["name"], node_name)
+    [(_, _, body)] = [patch for patch in binder.core.patches if patch[1] == p["metadata"]["name"]]
     return body["metadata"]["annotations"]
 
 
@@ -86,6 +122,9 @@ class FakeKube:
 
     def annotate_node(self, node_name, key, value):
         self.node_annotations[key] = value
+
+    def release_node_lock(self, node_name, namespace, name):
+        self.released = getattr(self, "released", []) + [(node_name, namespace, name)]
 
     def patch_node_capacity(self, node_name, capacity):
         self.capacity.update(capacity)
@@ -450,3 +489,88 @@ def test_hami_like_allocate_takes_the_earliest_bound_pod_asking_that_many_cards(
     match = hami_like.match_pod(pods, "node-1", 1)
     assert (match.name, match.devices, match.pod_done) == ("earlier", ((UUIDS[1], 1000),), True)
     assert hami_like.match_pod(pods, "node-1", 2).name == "two-cards"
+
+
+def test_hami_like_binds_one_pod_per_node_at_a_time_as_hamis_node_lock_does():
+    """The kubelet's Allocate names no pod: two pods asking as many cards, bound in the
+    same instant, could get each other's limits. The lock holds the second bind back
+    until the first pod's containers are allocated."""
+    from gpushare_stack.extender.state import BindError
+
+    state = hami_state(hami_node("n1", [V100, V100, V100]))
+    core = FakeCore()
+    first, second = hami_pod("first", 1, 2048), hami_pod("second", 1, 3072)
+    core.pods[("default", "first")] = first
+    annotations = bind(state, first, "n1", core)
+    lock = core.nodes["n1"]["metadata"]["annotations"]["hami.io/mutex.lock"]
+    assert lock.endswith(",default,first") and hami_like.parse_lock(lock) is not None
+    first["metadata"]["annotations"].update(annotations)
+    with pytest.raises(BindError, match="node n1 is locked by pod default/first"):
+        bind(state, second, "n1", core)
+    assert state.used("n1") == {0: 2048}  # the refused bind reserved nothing
+    # someone else's release leaves the lock alone; the holder's removes it
+    assert not hami_like.release_node_lock(core, "n1", "default", "second")
+    first["metadata"]["annotations"]["hami.io/bind-phase"] = "success"  # Allocate done ...
+    assert hami_like.release_node_lock(core, "n1", "default", "first")  # ... and released
+    assert "hami.io/mutex.lock" not in core.nodes["n1"]["metadata"]["annotations"]
+    bind(state, second, "n1", core)
+    assert core.nodes["n1"]["metadata"]["annotations"]["hami.io/mutex.lock"].endswith(",default,second")
+
+
+@pytest.mark.parametrize(
+    "holder_state",
+    ["gone", "allocated", "admitted", "expired", "unreadable"],
+)
+def test_hami_like_a_stale_node_lock_is_taken_over(holder_state):
+    state = hami_state(hami_node("n1", [V100, V100]))
+    core = FakeCore()
+    holder = bound(hami_pod("holder", 1, 1024), "n1", {"hami.io/bind-phase": "allocating"})
+    since = hami_like.lock_value("default", "holder", __import__("time").time())
+    if holder_state != "gone":
+        core.pods[("default", "holder")] = holder
+    if holder_state == "allocated":
+        holder["metadata"]["annotations"]["hami.io/bind-phase"] = "success"
+    elif holder_state == "admitted":
+        holder["status"]["phase"] = "Running"
+    elif holder_state == "expired":
+        since = hami_like.lock_value("default", "holder", __import__("time").time() - hami_like.NODE_LOCK_TTL_S - 1)
+    elif holder_state == "unreadable":
+        since = "yesterday,default,holder"
+    core.read_node("n1")
+    core.nodes["n1"]["metadata"]["annotations"]["hami.io/mutex.lock"] = since
+    bind(state, hami_pod("next", 1, 1024), "n1", core)
+    assert core.nodes["n1"]["metadata"]["annotations"]["hami.io/mutex.lock"].endswith(",default,next")
+
+
+def test_hami_like_a_lock_taken_concurrently_fails_the_bind_and_reserves_nothing():
+    from gpushare_stack.extender.state import BindError
+
+    state = hami_state(hami_node("n1", [V100]))
+    core = FakeCore()
+    real_patch = core.patch_node
+
+    def racing_patch(name, body, _content_type=None):  # another extender replica locked first
+        core.nodes[name]["metadata"]["resourceVersion"] = "99"
+        real_patch(name, body, _content_type)
+
+    core.patch_node = racing_patch
+    with pytest.raises(BindError, match="node n1 changed while default/p took its lock"):
+        bind(state, hami_pod("p", 1, 1024), "n1", core)
+    assert state.used("n1") == {} and core.bindings == []
+
+
+def test_hami_like_allocate_releases_the_node_lock_once_the_pod_is_done():
+    devices = f"{UUIDS[0]},NVIDIA,1024,0:;"
+    p = bound(
+        hami_pod("solo", 1, 1024),
+        "node-1",
+        {
+            "hami.io/vgpu-devices-to-allocate": devices,
+            "hami.io/vgpu-node": "node-1",
+            "hami.io/bind-phase": "allocating",
+            "hami.io/bind-time": "1700000000",
+        },
+    )
+    kube = FakeKube([p])
+    allocate(plugin_for(peers.HAMI_LIKE, kube), "nvidia.com/gpu", [f"{UUIDS[0]}-0"])
+    assert kube.released == [("node-1", "default", "solo")]
