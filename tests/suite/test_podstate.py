@@ -168,3 +168,26 @@ def test_events_sorted_by_their_latest_time():
 def test_scheduling_message_prefers_the_condition():
     ev = dict(FAILED_SCHEDULING_EVENT, message="event text")
     assert scheduling_message(UNSCHEDULABLE_POD, [ev]).startswith("0/1 nodes are available: 1 gpushare: N/M")
+
+
+def test_a_scheduler_error_is_retried_not_final():
+    """A bind the stack refused (HAMi's node lock) or an extender error: the scheduler
+    tries again, so a wait for Running goes on; a refusal wait takes it as rejected."""
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulerError",
+                    "message": "hami-like: node vm is locked by pod ns/burst-2",
+                }
+            ],
+        },
+    }
+    state = pod_state(pod)
+    assert state.kind == podstate.SCHEDULER_ERROR and not state.final
+    assert state.reason == "hami-like: node vm is locked by pod ns/burst-2"
