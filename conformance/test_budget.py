@@ -58,6 +58,7 @@ def test_second_process_of_a_container_gets_only_what_the_first_left(suite):
                 bad.exit_status,
                 bad.output,
                 OOM,
+                f"a second process's {over} MiB (the first holds {held} of {budget} MiB)",
             )
         )
     with allure.step(f"A second process is told at most the {left} MiB the first left (two contexts aside)"):
@@ -75,6 +76,7 @@ def test_second_process_of_a_container_gets_only_what_the_first_left(suite):
                 f"second_process_within_budget[first holds {held} MiB + asks {rest} MiB <= budget {budget} MiB]",
                 ok.exit_status,
                 ok.output,
+                f"a second process's {rest} MiB (the first holds {held} of {budget} MiB)",
             )
         )
     suite.info(
@@ -113,6 +115,7 @@ def test_child_of_a_process_using_the_card_sees_the_same_share_and_budget(suite)
                 bad.exit_status,
                 bad.output,
                 OOM,
+                f"the child's {over} MiB (its parent holds {held} of {budget} MiB)",
             )
         )
     suite.info(
@@ -128,7 +131,12 @@ def test_memory_freed_in_a_process_comes_back_every_time(suite):
     with allure.step(f"One process allocates {whole} MiB of the {budget} MiB budget, frees it, {CYCLES} times"):
         done = suite.probe(pod, 0, whole, "--cycles", str(CYCLES))
         suite.expect(
-            v.exit_ok(f"alloc_free_cycles[{CYCLES} x {whole} MiB of {budget} MiB]", done.exit_status, done.output)
+            v.exit_ok(
+                f"alloc_free_cycles[{CYCLES} x {whole} MiB of {budget} MiB]",
+                done.exit_status,
+                done.output,
+                f"{CYCLES} x {whole} MiB allocated and freed in one process",
+            )
         )
 
 
@@ -141,7 +149,11 @@ def test_memory_of_a_killed_process_comes_back(suite):
         held = suite.probe(pod, 0, past)
         suite.expect(
             v.fails_with(
-                f"held_while_alive[{whole} MiB held + {past} MiB > {budget} MiB]", held.exit_status, held.output, OOM
+                f"held_while_alive[{whole} MiB held + {past} MiB > {budget} MiB]",
+                held.exit_status,
+                held.output,
+                OOM,
+                f"{past} MiB while another process holds {whole} of {budget} MiB",
             )
         )
     with allure.step(f"kill -9 the holder (pid {pid})"):
@@ -153,5 +165,6 @@ def test_memory_of_a_killed_process_comes_back(suite):
                 f"reclaimed_after_sigkill[{whole} MiB of {budget} MiB after the holder of {whole} MiB was killed]",
                 again.exit_status,
                 again.output,
+                f"{whole} MiB after the holder of {whole} MiB was killed",
             )
         )

@@ -63,7 +63,8 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
                 "node_filled_exactly",
                 len(node.cards) * card_gib,
                 sum(booked.values()),
-                f"GiB booked on {node.node} ({dict(sorted(booked.items()))})",
+                f"{count} pods x {share} GiB running on {node.node}, per card "
+                f"{dict(sorted(booked.items()))} GiB; GiB booked in all",
             )
         )
     if suite.profile.inspect_path:

@@ -29,7 +29,14 @@ def _alloc_within_and_past(suite, pod: str, visible: int, total_mib: int, physic
     within = calibration.within_told(told.free_mib)
     with allure.step(f"Card {visible}: allocating {within} MiB (what it is told is free) succeeds"):
         ok = suite.probe(pod, visible, within)
-        suite.expect(v.exit_ok(f"alloc_within_share[card {visible}: {within} MiB]", ok.exit_status, ok.output))
+        suite.expect(
+            v.exit_ok(
+                f"alloc_within_share[card {visible}: {within} MiB]",
+                ok.exit_status,
+                ok.output,
+                f"{within} MiB on card {visible}",
+            )
+        )
     past = total_mib + 1
     with allure.step(f"Card {visible}: allocating {past} MiB (past the share) fails with {OOM}"):
         if physical_mib is not None:
@@ -37,7 +44,13 @@ def _alloc_within_and_past(suite, pod: str, visible: int, total_mib: int, physic
             suite.expect(v.below(f"past_share_below_physical[card {visible}]", past, physical_mib, "MiB"))
         bad = suite.probe(pod, visible, past)
         suite.expect(
-            v.fails_with(f"alloc_past_share_oom[card {visible}: {past} MiB]", bad.exit_status, bad.output, OOM)
+            v.fails_with(
+                f"alloc_past_share_oom[card {visible}: {past} MiB]",
+                bad.exit_status,
+                bad.output,
+                OOM,
+                f"{past} MiB on card {visible} (shown {total_mib} MiB)",
+            )
         )
 
 
@@ -76,12 +89,20 @@ def test_every_allocation_path_is_held_to_the_share(suite, api):
     within, past = calibration.within_told(told.free_mib), total + 1
     with allure.step(f"--api {api}: allocating {within} MiB (what a process is told is free) succeeds"):
         ok = suite.probe(pod, 0, within, "--api", api)
-        suite.expect(v.exit_ok(f"alloc_within_share[--api {api}]", ok.exit_status, ok.output))
+        suite.expect(v.exit_ok(f"alloc_within_share[--api {api}]", ok.exit_status, ok.output, f"{within} MiB by {api}"))
     with allure.step(f"--api {api}: allocating {past} MiB (past the share) fails with {OOM}"):
         if physical is not None:
             suite.expect(v.below(f"past_share_below_physical[--api {api}]", past, physical, "MiB"))
         bad = suite.probe(pod, 0, past, "--api", api)
-        suite.expect(v.fails_with(f"alloc_past_share_oom[--api {api}]", bad.exit_status, bad.output, OOM))
+        suite.expect(
+            v.fails_with(
+                f"alloc_past_share_oom[--api {api}]",
+                bad.exit_status,
+                bad.output,
+                OOM,
+                f"{past} MiB by {api} (shown {total} MiB)",
+            )
+        )
 
 
 @pytest.mark.capacity(cards="all")

@@ -214,9 +214,9 @@ _RULES = (
         "isolation",
         "critical",
         (
-            "burst_pod_on_node",
-            "card_booked",
             "node_filled_exactly",
+            "card_booked",
+            "burst_pod_on_node",
             "inspect_agrees_with_annotations",
             "one_more_pending",
         ),

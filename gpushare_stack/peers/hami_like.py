@@ -228,18 +228,50 @@ def lock_is_live(core: Any, lock: NodeLock, now: float) -> bool:
     return ((holder.get("metadata") or {}).get("annotations") or {}).get(ANN_PHASE) == PHASE_ALLOCATING
 
 
+CONFLICT_RETRIES = 8  # a node's resourceVersion moves with every kubelet status update
+
+
+def _patch_lock(core: Any, node: str, decide: Any) -> Any:
+    """Read the node, let ``decide(annotations)`` return the lock value to write (None:
+    remove it) or raise / return ``_UNCHANGED``, and write it on that resourceVersion;
+    a conflict (the kubelet wrote the node meanwhile) reads and decides again."""
+    from kubernetes.client.exceptions import ApiException
+
+    for _ in range(CONFLICT_RETRIES):
+        obj = _read_json(core.read_node, node)
+        if obj is None:
+            return _UNCHANGED
+        meta = obj.get("metadata") or {}
+        value = decide(meta.get("annotations") or {})
+        if value is _UNCHANGED:
+            return _UNCHANGED
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {NODE_LOCK: value}}}
+        try:
+            core.patch_node(node, body, _content_type="application/merge-patch+json")
+            return value
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise NodeLockConflict(
+        f"hami-like: node {node} kept changing while its lock was written ({CONFLICT_RETRIES} tries)"
+    )
+
+
+_UNCHANGED = object()
+
+
+class NodeLockConflict(RuntimeError):
+    """The node's resourceVersion moved on every try."""
+
+
 def release_node_lock(core: Any, node: str, namespace: str, name: str) -> bool:
     """Remove the node's lock if ``namespace/name`` holds it; False if someone else does."""
-    obj = _read_json(core.read_node, node)
-    if obj is None:
-        return False
-    meta = obj.get("metadata") or {}
-    held = parse_lock((meta.get("annotations") or {}).get(NODE_LOCK, ""))
-    if held is None or (held.namespace, held.name) != (namespace, name):
-        return False
-    body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {NODE_LOCK: None}}}
-    core.patch_node(node, body, _content_type="application/merge-patch+json")
-    return True
+
+    def decide(annotations: Mapping[str, str]) -> Any:
+        held = parse_lock(annotations.get(NODE_LOCK, ""))
+        return None if held is not None and (held.namespace, held.name) == (namespace, name) else _UNCHANGED
+
+    return _patch_lock(core, node, decide) is not _UNCHANGED
 
 
 # ---- extender -----------------------------------------------------------------------------
@@ -324,36 +356,28 @@ class HamiLikeExtender(ReferenceExtender):
     def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         """Take ``hami.io/mutex.lock`` on the node, or refuse the bind while another pod's
         allocation is under way there (the scheduler retries the pod after a back-off)."""
-        from kubernetes.client.exceptions import ApiException
-
         from gpushare_stack.extender.state import BindError
 
         meta = pod.get("metadata") or {}
         me = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        obj = _read_json(core.read_node, node)
-        if obj is None:
-            raise BindError(f"hami-like: node {node} does not exist")
-        node_meta = obj.get("metadata") or {}
-        now = time.time()
-        held = parse_lock((node_meta.get("annotations") or {}).get(NODE_LOCK, ""))
-        if held is not None and (held.namespace, held.name) != me and lock_is_live(core, held, now):
-            raise BindError(
-                f"hami-like: node {node} is locked by pod {held.namespace}/{held.name} since "
-                f"{time.strftime('%H:%M:%S', time.gmtime(held.since))} (its allocation is under way); "
-                f"{me[0]}/{me[1]} is bound after it"
-            )
-        body = {
-            "metadata": {
-                "resourceVersion": node_meta.get("resourceVersion"),  # a concurrent lock gets 409
-                "annotations": {NODE_LOCK: lock_value(me[0], me[1], now)},
-            }
-        }
+
+        def decide(annotations: Mapping[str, str]) -> Any:
+            now = time.time()
+            held = parse_lock(annotations.get(NODE_LOCK, ""))
+            if held is not None and (held.namespace, held.name) != me and lock_is_live(core, held, now):
+                raise BindError(
+                    f"hami-like: node {node} is locked by pod {held.namespace}/{held.name} since "
+                    f"{time.strftime('%H:%M:%S', time.gmtime(held.since))} (its allocation is under way); "
+                    f"{me[0]}/{me[1]} is bound after it"
+                )
+            return lock_value(me[0], me[1], now)
+
         try:
-            core.patch_node(node, body, _content_type="application/merge-patch+json")
-        except ApiException as exc:
-            if exc.status == 409:
-                raise BindError(f"hami-like: node {node} changed while {me[0]}/{me[1]} took its lock; retry") from exc
-            raise
+            taken = _patch_lock(core, node, decide)
+        except NodeLockConflict as exc:
+            raise BindError(str(exc)) from exc
+        if taken is _UNCHANGED:
+            raise BindError(f"hami-like: node {node} does not exist")
 
     def unlock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         meta = pod.get("metadata") or {}
@@ -536,7 +560,10 @@ class HamiLikeDevicePlugin(ReferenceDevicePlugin):
                         update[ANN_PHASE] = PHASE_SUCCESS
                     plugin.kube.patch_pod_annotations(match.namespace, match.name, update)
                     if match.pod_done:
-                        plugin.kube.release_node_lock(plugin.node, match.namespace, match.name)
+                        try:
+                            plugin.kube.release_node_lock(plugin.node, match.namespace, match.name)
+                        except Exception as exc:  # the pod is served; its lock goes stale once it runs
+                            log.warning("hami-like: could not release the lock of node %s: %s", plugin.node, exc)
             except HamiMatchError as exc:
                 log.error("%s", exc)
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))

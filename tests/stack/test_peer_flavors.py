@@ -549,14 +549,35 @@ def test_hami_like_a_lock_taken_concurrently_fails_the_bind_and_reserves_nothing
     core = FakeCore()
     real_patch = core.patch_node
 
-    def racing_patch(name, body, _content_type=None):  # another extender replica locked first
-        core.nodes[name]["metadata"]["resourceVersion"] = "99"
+    def racing_patch(name, body, _content_type=None):  # the kubelet writes the node every time
+        core.nodes[name]["metadata"]["resourceVersion"] = str(int(core.nodes[name]["metadata"]["resourceVersion"]) + 7)
         real_patch(name, body, _content_type)
 
     core.patch_node = racing_patch
-    with pytest.raises(BindError, match="node n1 changed while default/p took its lock"):
+    with pytest.raises(BindError, match="node n1 kept changing while its lock was written"):
         bind(state, hami_pod("p", 1, 1024), "n1", core)
     assert state.used("n1") == {} and core.bindings == []
+
+
+def test_hami_like_lock_and_release_retry_when_the_kubelet_wrote_the_node_meanwhile():
+    state = hami_state(hami_node("n1", [V100]))
+    core = FakeCore()
+    real_patch, writes = core.patch_node, []
+
+    def once_racing_patch(name, body, _content_type=None):  # a status update lands before each first try
+        writes.append(body["metadata"]["annotations"])
+        if len(writes) % 2:
+            core.nodes[name]["metadata"]["resourceVersion"] += "0"
+        real_patch(name, body, _content_type)
+
+    core.patch_node = once_racing_patch
+    p = hami_pod("p", 1, 1024)
+    core.pods[("default", "p")] = p
+    bind(state, p, "n1", core)
+    assert core.nodes["n1"]["metadata"]["annotations"]["hami.io/mutex.lock"].endswith(",default,p")
+    assert hami_like.release_node_lock(core, "n1", "default", "p")
+    assert "hami.io/mutex.lock" not in core.nodes["n1"]["metadata"]["annotations"]
+    assert len(writes) == 4
 
 
 def test_hami_like_allocate_releases_the_node_lock_once_the_pod_is_done():
