@@ -15,6 +15,7 @@ ARTEFACTS = (
     "lib/libnvidia-ml.so.1",
     "lib/libcuda.so.1",
     "lib/libgpushare-shim.so",
+    "lib/libgpushare-shim-faults.so",
     "bin/nvidia-smi",
     "bin/gpushare-probe",
 )

@@ -30,6 +30,7 @@ ENV_VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 ENV_LIMIT_PREFIX = "GPUSHARE_MEMORY_LIMIT_"
 ENV_LIMIT_ALL = "GPUSHARE_MEMORY_LIMIT"
 ENV_USAGE_FILE = "GPUSHARE_USAGE_FILE"
+ENV_SHIM_FAULT = "GPUSHARE_SHIM_FAULT"  # read only by the fault build of the shim
 ENV_IDX = "ALIYUN_COM_GPU_MEM_IDX"
 ENV_POD = "ALIYUN_COM_GPU_MEM_POD"
 ENV_CONTAINER = "ALIYUN_COM_GPU_MEM_CONTAINER"
@@ -42,6 +43,14 @@ ENV_MOCK_INVENTORY = "GPUSHARE_MOCK_INVENTORY"
 HOST_NATIVE_DIR = "/var/lib/gpushare/native"
 CONTAINER_NATIVE_DIR = "/usr/local/gpushare"
 SHIM_PATH = f"{CONTAINER_NATIVE_DIR}/lib/libgpushare-shim.so"
+# The fault build of the shim (reads GPUSHARE_SHIM_FAULT): only under the plugin's --fault.
+SHIM_FAULTS_PATH = f"{CONTAINER_NATIVE_DIR}/lib/libgpushare-shim-faults.so"
+# Per-container files (deviceplugin/container_files.py): on the node, and in the container.
+HOST_CONTAINERS_DIR = "/var/lib/gpushare/containers"
+CONTAINER_LIMITS_FILE = "/etc/gpushare/limits"  # the shim reads it before (and instead of) its env
+CONTAINER_PRELOAD_FILE = "/etc/ld.so.preload"
+CONTAINER_RUN_DIR = "/run/gpushare"
+CONTAINER_USAGE_FILE = f"{CONTAINER_RUN_DIR}/usage"
 MOCK_LIB_DIR = f"{CONTAINER_NATIVE_DIR}/mock-lib"
 MOCK_INVENTORY_PATH = "/etc/gpushare/inventory.yaml"
 NVIDIA_SMI_PATH = "/usr/bin/nvidia-smi"

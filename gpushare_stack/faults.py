@@ -30,7 +30,7 @@ EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_N
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
 SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM, UNGUARDED_MANAGED)
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, *SHIM_FAULTS)
-SHIM_FAULT_ENV = "GPUSHARE_SHIM_FAULT"
+SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
 # stale-view: how long a bind waits between choosing cards and writing them, so binds
 # of a burst overlap and each chooses from a view without the others.
 STALE_VIEW_BIND_DELAY_S = 2.0
@@ -107,10 +107,10 @@ def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareReques
 
 def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
     """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``,
-    ``unguarded-managed``): the container
-    env plus ``GPUSHARE_SHIM_FAULT``, which the shim reads at start and announces on
-    stderr as ``FAULT INJECTED``."""
-    return {**env, SHIM_FAULT_ENV: fault}
+    ``unguarded-managed``): the container env with the fault build of the shim (the
+    shipped one has no fault switch) and ``GPUSHARE_SHIM_FAULT``, which it reads at start
+    and announces on stderr as ``FAULT INJECTED``."""
+    return {**env, contract.ENV_LD_PRELOAD: contract.SHIM_FAULTS_PATH, SHIM_FAULT_ENV: fault}
 
 
 def nothing_fits(count: int, share_gib: int) -> str:

@@ -40,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"{contract.CONTAINER_NATIVE_DIR} (default: %(default)s)",
     )
     parser.add_argument(
+        "--containers-dir",
+        default=contract.HOST_CONTAINERS_DIR,
+        help="node directory where each container's limits and ld.so.preload files are written, "
+        f"mounted read-only at {contract.CONTAINER_LIMITS_FILE} and {contract.CONTAINER_PRELOAD_FILE} "
+        "so the workload cannot unset or raise its limits; the plugin must see it at the same path "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--health-interval",
         type=float,
         default=10.0,
@@ -74,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             kube=KubeAccess(api),
             socket_dir=args.kubelet_socket_dir,
             native_host_dir=args.native_host_dir,
+            containers_dir=args.containers_dir,
             health_interval_s=args.health_interval,
             fault=args.fault,
             flavor=peers.device_plugin_flavor(args.flavor),

@@ -23,6 +23,11 @@ class KubeAccess:
         )
         return json.loads(resp.data).get("items") or []
 
+    def pod_uids(self, node: str) -> list[str]:
+        """The uids of every pod bound to ``node``, whatever its phase."""
+        resp = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
+        return [str((p.get("metadata") or {}).get("uid", "")) for p in json.loads(resp.data).get("items") or []]
+
     def mark_assigned(self, namespace: str, name: str, annotations: dict[str, str] | None = None) -> None:
         """Flip the pod's assigned annotations (default: the open and ACK's forms)."""
         if annotations is None:

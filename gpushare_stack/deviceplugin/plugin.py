@@ -69,6 +69,7 @@ class DevicePlugin:
         kube: PodSource | None,
         socket_dir: str = contract.DEVICE_PLUGIN_DIR,
         native_host_dir: str = contract.HOST_NATIVE_DIR,
+        containers_dir: str | None = None,
         health_interval_s: float = 10.0,
         kubelet_check_s: float = 1.0,
         fault: str | None = None,
@@ -83,6 +84,8 @@ class DevicePlugin:
         self.socket_dir = socket_dir
         self.kubelet_socket = os.path.join(socket_dir, contract.KUBELET_SOCKET_NAME)
         self.native_host_dir = native_host_dir
+        # Where each container's limits and preload files are written (None: env only).
+        self.containers_dir = containers_dir
         self.health_interval_s = health_interval_s
         self.kubelet_check_s = kubelet_check_s
         self.cards: list[GpuCard] = discover()

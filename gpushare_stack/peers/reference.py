@@ -6,6 +6,7 @@ override only where the stack they behave like differs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from gpushare_stack.extender.nodes import CardSource, NodeSource
 from gpushare_stack.extender.selection import Card, Misfit
 from gpushare_stack.peers import REFERENCE
 from gpushare_stack.request import ShareRequest
+
+log = logging.getLogger(__name__)
 
 CardsOf = Callable[[str], "tuple[Card, ...] | None"]
 
@@ -112,6 +115,7 @@ class ReferenceDevicePlugin:
         return {}
 
     def container_environment(self, plugin: Any, match: Any) -> tuple[dict[str, str], list[Any]]:
+        from gpushare_stack.deviceplugin.container_files import collect_garbage, write_container_files
         from gpushare_stack.deviceplugin.environment import container_environment
 
         card = next(c for c in plugin.cards if c.index == match.cards[0])
@@ -123,7 +127,15 @@ class ReferenceDevicePlugin:
             native_host_dir=plugin.native_host_dir,
         )
         if plugin.fault == faults.NO_ISOLATION:
-            env = faults.without_isolation(env)
-        elif plugin.fault in faults.SHIM_FAULTS:
+            return faults.without_isolation(env), mounts
+        if plugin.fault in faults.SHIM_FAULTS:
             env = faults.with_shim_fault(env, plugin.fault)
-        return env, mounts
+        if plugin.containers_dir is None:  # no node directory (unit tests): the env alone
+            return env, mounts
+        env[contract.ENV_USAGE_FILE] = contract.CONTAINER_USAGE_FILE
+        try:
+            collect_garbage(plugin.containers_dir, plugin.kube.pod_uids(plugin.node) if plugin.kube else [])
+        except Exception as exc:  # clean-up is best effort; the container's files are what matter
+            log.warning("could not clean old container files: %s", exc)
+        files = write_container_files(plugin.containers_dir, match.uid, match.container_index, env)
+        return env, [*mounts, *files]

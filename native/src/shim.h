@@ -25,8 +25,13 @@ typedef enum {
 #define SHIM_FAULT_NO_RECLAIM 4u         /* dead processes keep their memory */
 #define SHIM_FAULT_UNGUARDED_MANAGED 8u  /* cuMemAllocManaged is passed through unaccounted */
 
+/* The limit of a card the configuration gives none once any limit is given: a share of
+ * one byte, so every allocation on it fails (fail closed, never "unlimited"). */
+#define SHIM_REFUSED_LIMIT 1u
+
 typedef struct {
     shim_mode_t mode;
+    int from_file; /* read from the limits file the device plugin mounts (env ignored) */
     unsigned fault; /* SHIM_FAULT_* bits; 0 = a sound shim */
     uint64_t limit[SHIM_MAX_DEVICES]; /* bytes; 0 = no limit for this container card */
     char usage_file[512];

@@ -1,11 +1,19 @@
-/* Limit variables of docs/design.md ("Shim environment"):
+/* Where the configuration comes from (docs/threat-model.md):
+ *   the reference build reads SHIM_LIMITS_FILE (/etc/gpushare/limits), which the device
+ *   plugin mounts read-only, whenever it is there, and then nothing from the
+ *   environment: the workload cannot unset or raise its limits.  The file holds the
+ *   variables below as NAME=value lines.  Without the file (the sandbox, tests), the
+ *   environment is read.
+ * Limit variables of docs/design.md ("Shim environment"):
  *   GPUSHARE_MEMORY_LIMIT_<i>  limit for container card i (wins over the next)
  *   GPUSHARE_MEMORY_LIMIT      limit for every card
  *   GPUSHARE_USAGE_FILE        shared accounting file (default /tmp/.gpushare-usage)
  *   GPUSHARE_SHIM_FAULT        a deliberate fault, comma list of per-process-budget,
- *                              leak-frees, no-reclaim, unguarded-managed (set only by the device plugin
- *                              under --fault; never in production)
- * A malformed value refuses the whole configuration: never a silent "unlimited".
+ *                              leak-frees, no-reclaim, unguarded-managed: read only by the fault
+ *                              build (SHIM_WITH_FAULTS, libgpushare-shim-faults.so, which the device
+ *                              plugin uses under --fault); the shipped library ignores it
+ * A malformed value refuses the whole configuration: never a silent "unlimited".  Once any
+ * limit is given, a card without one is refused (a share of zero), never unlimited.
  *
  * The hami-like build (SHIM_HAMI_LIKE) reads HAMi-core's names instead:
  *   CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_MEMORY_LIMIT   (values like 4096m)
@@ -13,10 +21,12 @@
 #include "shim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -29,6 +39,9 @@ extern char **environ;
 #define SHIM_LIMIT_VAR "GPUSHARE_MEMORY_LIMIT"
 #define SHIM_USAGE_FILE_VAR "GPUSHARE_USAGE_FILE"
 #define SHIM_DEFAULT_USAGE_FILE "/tmp/.gpushare-usage"
+#ifndef SHIM_LIMITS_FILE
+#define SHIM_LIMITS_FILE "/etc/gpushare/limits"
+#endif
 #endif
 
 static const char UNITS_HELP[] = "expected an integer with unit B, KiB, MiB, GiB (or k, m, g)";
@@ -76,6 +89,9 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
         name[klen] = '\0';
         const char *value = eq + 1;
         if (strcmp(name, "GPUSHARE_SHIM_FAULT") == 0) {
+#ifndef SHIM_WITH_FAULTS
+            continue; /* the shipped library has no faults to switch on */
+#endif
             static const struct { const char *name; unsigned bit; } known[] = {
                 {"per-process-budget", SHIM_FAULT_PER_PROCESS_BUDGET},
                 {"leak-frees", SHIM_FAULT_LEAK_FREES},
@@ -134,14 +150,66 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
     }
     if (cfg->mode == SHIM_BROKEN) return;
     for (int i = 0; i < SHIM_MAX_DEVICES; i++)
-        if (!have_per[i]) cfg->limit[i] = all;
+#ifdef SHIM_LIMITS_FILE
+        if (!have_per[i]) cfg->limit[i] = all ? all : SHIM_REFUSED_LIMIT; /* fail closed */
+#else
+        if (!have_per[i]) cfg->limit[i] = all; /* HAMi-core: a card without a limit has none */
+#endif
     cfg->mode = have_any ? SHIM_LIMITED : SHIM_PASSTHROUGH;
 }
+
+#ifdef SHIM_LIMITS_FILE
+/* The configuration from the read-only limits file; 0 when there is no such file (then
+ * the environment is read).  A file that is there but unreadable refuses every call. */
+static int config_from_file(const char *path, shim_config_t *cfg) {
+    static char text[16384];
+    static char *lines[256];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) return 0;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->from_file = 1;
+    const char *why = NULL;
+    struct stat st;
+    ssize_t n = -1;
+    if (fd < 0) why = strerror(errno);
+    else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
+    else if ((n = read(fd, text, sizeof text - 1)) < 0) why = strerror(errno);
+    else if ((size_t)n == sizeof text - 1) why = "larger than 16 KiB";
+    if (fd >= 0) close(fd);
+    if (why) {
+        cfg->mode = SHIM_BROKEN;
+        snprintf(cfg->error, sizeof cfg->error, "limits file %s: %s", path, why);
+        return 1;
+    }
+    text[n] = '\0';
+    size_t count = 0;
+    for (char *p = text; *p && count < sizeof lines / sizeof lines[0] - 1;) {
+        char *end = strchr(p, '\n');
+        if (end) *end = '\0';
+        if (*p && *p != '#') lines[count++] = p;
+        if (!end) break;
+        p = end + 1;
+    }
+    lines[count] = NULL;
+    shim_config_from_env(lines, cfg);
+    cfg->from_file = 1;
+    if (cfg->mode == SHIM_PASSTHROUGH) { /* a limits file that limits nothing */
+        cfg->mode = SHIM_BROKEN;
+        snprintf(cfg->error, sizeof cfg->error, "limits file %s gives no limit", path);
+    }
+    return 1;
+}
+#endif
 
 static shim_config_t g_config;
 static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
 
-static void load_config(void) { shim_config_from_env(environ, &g_config); }
+static void load_config(void) {
+#ifdef SHIM_LIMITS_FILE
+    if (config_from_file(SHIM_LIMITS_FILE, &g_config)) return; /* the environment is not read */
+#endif
+    shim_config_from_env(environ, &g_config);
+}
 
 const shim_config_t *shim_config(void) {
     pthread_once(&g_config_once, load_config);

@@ -112,13 +112,15 @@ static int open_file(void) {
             path = own;
         }
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    /* Never through a link (a workload could point it at any file), only a regular file,
+     * and readable by the container's processes alone. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) { warn("cannot open"); return -1; }
     if (flock(fd, LOCK_EX) != 0) { warn("cannot lock"); close(fd); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0) { warn("cannot stat"); close(fd); return -1; }
+    if (!S_ISREG(st.st_mode)) { errno = EINVAL; warn("not a regular file"); close(fd); return -1; }
     if ((size_t)st.st_size < sizeof(usage_file_t)) {
-        (void)fchmod(fd, 0666); /* every user of the container shares it */
         if (ftruncate(fd, (off_t)sizeof(usage_file_t)) != 0) { warn("cannot size"); close(fd); return -1; }
     }
     usage_file_t *f = mmap(NULL, sizeof(usage_file_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -148,12 +150,18 @@ static int open_file(void) {
     return 0;
 }
 
-/* Sum of the other slots' released[dev]: a lower bound of its current value. */
+/* Sum of the other slots' released[dev]: a lower bound of its current value.  What is
+ * read is checked (the file is writable by the container's processes): a slot's
+ * released is believed only up to its reserved (read after it, so an honest slot always
+ * passes), so a forged counter cannot make room beyond the share. */
 static uint64_t others_released(int dev) {
     uint64_t sum = 0;
     for (int i = 0; i < USAGE_SLOTS; i++) {
         usage_slot_t *s = &g_usage_file->slot[i];
-        if (s != g_usage_me) sum += __atomic_load_n(&s->released[dev], __ATOMIC_ACQUIRE);
+        if (s == g_usage_me) continue;
+        uint64_t released = __atomic_load_n(&s->released[dev], __ATOMIC_ACQUIRE);
+        uint64_t reserved = __atomic_load_n(&s->reserved[dev], __ATOMIC_ACQUIRE);
+        sum += reserved - released > (UINT64_MAX >> 1) ? reserved : released;
     }
     return sum;
 }

@@ -79,7 +79,9 @@ def driver() -> Driver:
 
 @pytest.fixture(scope="session")
 def shim() -> Path:
-    return NATIVE / "lib" / "libgpushare-shim.so"
+    """The shipped shim; GPUSHARE_TEST_SHIM names another build (the fault build, when
+    tests/native shows these tests catch a broken shim)."""
+    return Path(os.environ.get("GPUSHARE_TEST_SHIM") or NATIVE / "lib" / "libgpushare-shim.so")
 
 
 @pytest.fixture(scope="session")

@@ -166,12 +166,14 @@ def test_no_isolation_drops_only_the_shim_and_its_limits(fault):
 
 # ------------------------------------------------------------- shim faults
 @pytest.mark.parametrize("fault", faults.SHIM_FAULTS)
-def test_shim_faults_reach_the_container_env_and_change_nothing_else(fault):
+def test_shim_faults_reach_the_container_env_with_the_fault_build_and_change_nothing_else(fault):
     match = match_allocation([bound(extender(None), share_pod("seed", 8, 2))], NODE, 8, {})
     sound, sound_mounts = device_plugin().allocation_environment(match)
     env, mounts = device_plugin(fault).allocation_environment(match)
-    assert faults.SHIM_FAULT_ENV not in sound
-    assert env == {**sound, faults.SHIM_FAULT_ENV: fault} and mounts == sound_mounts
+    assert faults.SHIM_FAULT_ENV not in sound and sound[contract.ENV_LD_PRELOAD] == contract.SHIM_PATH
+    # the fault build of the shim (the shipped one has no fault switch), and the fault
+    assert env == {**sound, contract.ENV_LD_PRELOAD: contract.SHIM_FAULTS_PATH, faults.SHIM_FAULT_ENV: fault}
+    assert mounts == sound_mounts
 
 
 # --------------------------------------------------------------- stale-view

@@ -50,7 +50,10 @@ def test_gpu_tests_pass_over_the_mock_driver():
 
 
 def test_gpu_tests_catch_a_shim_that_misses_a_path():
-    result = _run_gpu_tests(GPUSHARE_SHIM_FAULT="unguarded-managed")
+    result = _run_gpu_tests(
+        GPUSHARE_SHIM_FAULT="unguarded-managed",
+        GPUSHARE_TEST_SHIM=str(native.ensure_built() / "lib" / "libgpushare-shim-faults.so"),
+    )
     assert result.returncode == 1, f"exit {result.returncode}: {result.stdout[-4000:]}"
     assert (
         "FAILED tests/gpu/test_shim_on_real_driver.py::test_allocation_past_the_share_fails_on_every_path[managed]"

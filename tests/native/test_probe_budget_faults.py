@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,23 @@ def hold(env, root, mib: int, seconds: int = 60) -> subprocess.Popen[str]:
 
 
 def faulty(env: dict[str, str], fault: str) -> dict[str, str]:
-    return dict(env, GPUSHARE_SHIM_FAULT=fault)
+    """The fault build of the shim with ``fault`` on (the shipped one has no switch)."""
+    faults_lib = Path(env["LD_PRELOAD"]).with_name("libgpushare-shim-faults.so")
+    return dict(env, GPUSHARE_SHIM_FAULT=fault, LD_PRELOAD=str(faults_lib))
+
+
+def test_the_shipped_shim_has_no_fault_switch(seed_env, native_root):
+    """A workload setting GPUSHARE_SHIM_FAULT itself gets nothing from it: each process
+    still shares the one budget (the fault per-process-budget would give each its own)."""
+    env = dict(seed_env, GPUSHARE_SHIM_FAULT="per-process-budget")
+    holder = hold(env, native_root, SHARE // 2)
+    try:
+        over = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE // 2 + 64)), env)
+    finally:
+        holder.terminate()
+        holder.wait(10)
+    assert over.returncode != 0 and "CUDA_ERROR_OUT_OF_MEMORY" in over.stdout + over.stderr, over.stdout
+    assert "FAULT INJECTED" not in over.stderr
 
 
 def test_cycles_allocate_the_whole_share_again_and_again(seed_env, native_root):

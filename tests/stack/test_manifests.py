@@ -69,7 +69,11 @@ def test_device_plugin_daemonset_and_mock_overlay():
     (init,) = base["initContainers"]
     assert "/opt/gpushare/native" in init["command"][-1]
     hostpaths = {v["name"]: v["hostPath"]["path"] for v in base["volumes"]}
-    assert hostpaths == {"device-plugins": "/var/lib/kubelet/device-plugins", "native": "/var/lib/gpushare/native"}
+    assert hostpaths == {
+        "device-plugins": "/var/lib/kubelet/device-plugins",
+        "native": "/var/lib/gpushare/native",
+        "containers": "/var/lib/gpushare/containers",  # each container's read-only limits files
+    }
     for c in (init, *base["containers"]):
         assert c["image"] == contract.STACK_IMAGE and c["imagePullPolicy"] == "IfNotPresent"
 

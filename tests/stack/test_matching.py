@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from stack_objects import pod
 
-from gpushare_stack import contract
+from gpushare_stack import contract, peers
 from gpushare_stack.allocation import Allocation, bind_annotations
 from gpushare_stack.deviceplugin.environment import container_environment
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, match_allocation
@@ -96,3 +96,62 @@ def test_allocate_adds_no_driver_file_the_node_toolkit_does():
     assert not {"LD_LIBRARY_PATH", "GPUSHARE_MOCK_INVENTORY"} & set(env)
     assert env["NVIDIA_VISIBLE_DEVICES"] == "0"
     assert [(m.host_path, m.container_path) for m in mounts] == [("/srv/native", "/usr/local/gpushare")]
+
+
+def test_reference_allocate_writes_read_only_limits_and_preload_files_for_the_container(tmp_path):
+    """The shim's limits and its preload come from files mounted read-only, so a workload
+    that unsets or raises its variables changes nothing (docs/threat-model.md)."""
+    from types import SimpleNamespace
+
+    from gpushare_stack.deviceplugin.container_files import collect_garbage
+
+    cards = [SimpleNamespace(index=i, memory_gib=15) for i in range(3)]
+    match = SimpleNamespace(
+        cards=(1, 2), shares_gib=None, per_card_gib=4, pod_total_gib=8, uid="u-1", container_index=0
+    )
+
+    class Kube:
+        def pod_uids(self, node):
+            return ["u-1"]
+
+    plugin = SimpleNamespace(
+        cards=cards,
+        native_host_dir="/var/lib/gpushare/native",
+        fault=None,
+        containers_dir=str(tmp_path),
+        kube=Kube(),
+        node="n1",
+    )
+    (tmp_path / "gone-pod-0").mkdir()
+    env, mounts = peers.device_plugin_flavor(peers.REFERENCE).container_environment(plugin, match)
+    directory = tmp_path / "u-1-0"
+    assert (directory / "limits").read_text() == (
+        "GPUSHARE_MEMORY_LIMIT_0=4GiB\nGPUSHARE_MEMORY_LIMIT_1=4GiB\nGPUSHARE_USAGE_FILE=/run/gpushare/usage\n"
+    )
+    assert (directory / "ld.so.preload").read_text() == "/usr/local/gpushare/lib/libgpushare-shim.so\n"
+    assert oct((directory / "limits").stat().st_mode & 0o777) == "0o444"
+    assert [(m.container_path, m.host_path, m.read_only) for m in mounts][1:] == [
+        ("/etc/gpushare/limits", str(directory / "limits"), True),
+        ("/etc/ld.so.preload", str(directory / "ld.so.preload"), True),
+        ("/run/gpushare", str(directory / "run"), False),
+    ]
+    assert not (tmp_path / "gone-pod-0").exists()  # the files of a pod gone from the node
+    assert collect_garbage(str(tmp_path), []) == ["u-1-0"]
+
+
+def test_the_fault_build_is_used_only_under_a_shim_fault(tmp_path):
+    from types import SimpleNamespace
+
+    match = SimpleNamespace(cards=(0,), shares_gib=None, per_card_gib=2, pod_total_gib=2, uid="u-2", container_index=1)
+    plugin = SimpleNamespace(
+        cards=[SimpleNamespace(index=0, memory_gib=15)],
+        native_host_dir="/n",
+        fault="leak-frees",
+        containers_dir=str(tmp_path),
+        kube=None,
+        node="n1",
+    )
+    env, _ = peers.device_plugin_flavor(peers.REFERENCE).container_environment(plugin, match)
+    assert env["LD_PRELOAD"] == "/usr/local/gpushare/lib/libgpushare-shim-faults.so"
+    assert "GPUSHARE_SHIM_FAULT=leak-frees\n" in (tmp_path / "u-2-1" / "limits").read_text()
+    assert (tmp_path / "u-2-1" / "ld.so.preload").read_text() == "/usr/local/gpushare/lib/libgpushare-shim-faults.so\n"

@@ -1,0 +1,157 @@
+"""The shim against a workload that tries to lift its own share (docs/threat-model.md).
+
+The device plugin mounts the container's limits read-only at /etc/gpushare/limits;
+each test here gives a process that file in a private mount namespace (a tmpfs over
+/etc/gpushare, as the container's mount would be) and then lets it do what a hostile
+workload can: clear or raise its limit variables, switch on a fault, point the
+accounting file at a link, forge a counter in it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run, tool
+
+OOM = "CUDA_ERROR_OUT_OF_MEMORY"
+SHARE = 4096  # seed_env: 4 GiB on each card
+LIMIT_VARS = ("GPUSHARE_MEMORY_LIMIT", "GPUSHARE_MEMORY_LIMIT_0", "GPUSHARE_MEMORY_LIMIT_1", "GPUSHARE_USAGE_FILE")
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a private mount namespace needs root")
+
+
+def limits_text(usage: Path, cards: tuple[int, ...] = (0, 1), mib: int = SHARE) -> str:
+    lines = [f"GPUSHARE_MEMORY_LIMIT_{i}={mib}MiB" for i in cards]
+    return "\n".join(["# written by the device plugin", *lines, f"GPUSHARE_USAGE_FILE={usage}", ""])
+
+
+def in_container(limits: str, argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run argv with ``limits`` at /etc/gpushare/limits, in a private mount namespace."""
+    script = (
+        'mount -t tmpfs -o size=1m gpushare-test /etc/gpushare && cat > /etc/gpushare/limits && exec "$@" < /dev/null'
+    )
+    return subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *argv],
+        env=env,
+        input=limits,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def probe(root: Path, *args: str) -> list[str]:
+    return [tool(root, "gpushare-probe"), *args]
+
+
+def hostile(env: dict[str, str], **changes: str | None) -> dict[str, str]:
+    out = dict(env)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture
+def usage(tmp_path: Path) -> Path:
+    return tmp_path / "run" / "usage"
+
+
+@pytest.fixture(autouse=True)
+def _run_dir(usage: Path) -> None:
+    usage.parent.mkdir()
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    ["limits unset", "limits raised", "fault switched on", "own usage file"],
+)
+def test_the_environment_cannot_lift_the_limits_the_file_gives(seed_env, native_root, usage, tmp_path, attempt):
+    env = {
+        "limits unset": hostile(seed_env, **dict.fromkeys(LIMIT_VARS)),
+        "limits raised": hostile(seed_env, GPUSHARE_MEMORY_LIMIT_0="64GiB", GPUSHARE_MEMORY_LIMIT="64GiB"),
+        "fault switched on": hostile(seed_env, GPUSHARE_SHIM_FAULT="per-process-budget,unguarded-managed"),
+        "own usage file": hostile(seed_env, GPUSHARE_USAGE_FILE=str(tmp_path / "mine")),
+    }[attempt]
+    past = in_container(limits_text(usage), probe(native_root, "--device", "0", "--alloc-mib", "4097"), env)
+    assert past.returncode != 0 and OOM in past.stdout + past.stderr, past.stdout + past.stderr
+    assert "FAULT INJECTED" not in past.stderr
+    within = in_container(limits_text(usage), probe(native_root, "--device", "0", "--alloc-mib", "3072"), env)
+    assert within.returncode == 0, within.stdout + within.stderr
+    assert usage.exists() and not (tmp_path / "mine").exists()  # the file's accounting, not the workload's
+
+
+def test_a_card_the_limits_file_gives_no_limit_is_refused_not_unlimited(seed_env, native_root, usage):
+    env = hostile(seed_env, **dict.fromkeys(LIMIT_VARS))
+    only_card_0 = limits_text(usage, cards=(0,))
+    card_1 = in_container(only_card_0, probe(native_root, "--device", "1", "--alloc-mib", "1"), env)
+    assert card_1.returncode != 0 and OOM in card_1.stdout + card_1.stderr, card_1.stdout + card_1.stderr
+    card_0 = in_container(only_card_0, probe(native_root, "--device", "0", "--alloc-mib", "1024"), env)
+    assert card_0.returncode == 0, card_0.stdout + card_0.stderr
+
+
+def test_a_limits_file_that_limits_nothing_refuses_every_call(seed_env, native_root, usage):
+    done = in_container("# nothing\n", probe(native_root, "--device", "0", "--alloc-mib", "1"), seed_env)
+    assert done.returncode != 0
+    assert "gpushare-shim: limits file /etc/gpushare/limits gives no limit" in done.stderr, done.stderr
+
+
+def test_the_usage_file_is_private_and_never_opened_through_a_link(seed_env, native_root, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("another file\n")
+    victim.chmod(0o644)
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    env = hostile(seed_env, GPUSHARE_USAGE_FILE=str(link))
+    done = run(probe(native_root, "--device", "0", "--alloc-mib", "64"), env)
+    assert done.returncode != 0, done.stdout  # no accounting, no allocation (fail closed)
+    assert "cannot open" in done.stderr, done.stderr
+    assert victim.read_text() == "another file\n" and (victim.stat().st_mode & 0o777) == 0o644
+    private = tmp_path / "private"
+    ok = run(
+        probe(native_root, "--device", "0", "--alloc-mib", "64"), hostile(seed_env, GPUSHARE_USAGE_FILE=str(private))
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert (private.stat().st_mode & 0o777) == 0o600
+
+
+# usage_file_t (native/src/shim.h): 16-byte header, robust mutex, then 64 cache-line
+# counters from offset 64, then 256 slots of 1088 bytes (pid, pad, start_time,
+# reserved[64], released[64]).
+SLOTS_AT = 64 + 64 * 64
+SLOT_SIZE = 1088
+
+
+def released_offset(slot: int, card: int) -> int:
+    return SLOTS_AT + slot * SLOT_SIZE + 16 + 8 * 64 + 8 * card
+
+
+def test_a_forged_released_counter_makes_no_room_past_the_share(seed_env, native_root, usage):
+    env = dict(seed_env, GPUSHARE_USAGE_FILE=str(usage))
+    holder = subprocess.Popen(
+        probe(native_root, "--device", "0", "--alloc-mib", "3072", "--hold-seconds", "60"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert "allocated" in holder.stdout.readline()
+        # A process of the container writes an unused slot: "3 GiB given back on card 0".
+        with open(usage, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            m[released_offset(200, 0) : released_offset(200, 0) + 8] = struct.pack("<Q", 3072 << 20)
+        over = run(probe(native_root, "--device", "0", "--alloc-mib", "2048"), env)
+    finally:
+        holder.terminate()
+        holder.wait(10)
+    assert over.returncode != 0 and OOM in over.stdout + over.stderr, (
+        f"with 3072 MiB held, 2048 MiB more was granted on a {SHARE} MiB share: {over.stdout}"
+    )
