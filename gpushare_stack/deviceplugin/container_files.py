@@ -3,10 +3,12 @@ mounted by Allocate (docs/threat-model.md).
 
 The shim takes its limits from ``/etc/gpushare/limits`` and is loaded through
 ``/etc/ld.so.preload``, both mounted read-only: a workload that unsets or raises its
-environment variables changes nothing. Its processes share one accounting file in
-``/run/gpushare``, a directory of this container alone. The directories live under
-``--containers-dir`` on the node (``<pod uid>-<container index>``) and go once their pod
-is gone.
+environment variables changes nothing. Its processes share one accounting file,
+``/run/gpushare/usage``, made here with the shim's header (``USAGE_VERSION_PREPARED``,
+native/src/shim.h) and bind-mounted, so the workload can neither unlink it nor empty it
+unnoticed: the shim refuses allocations on a file without that header. The directories
+live under ``--containers-dir`` on the node (``<pod uid>-<container index>``) and go
+once their pod is gone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -21,6 +24,25 @@ from gpushare_stack import contract
 from gpushare_stack.deviceplugin.environment import HostMount
 
 log = logging.getLogger(__name__)
+
+# The accounting file's layout (usage_file_t, native/src/shim.h): the header the shim
+# takes for one the plugin made, and the file's size. tests/native checks the shim
+# accepts exactly this.
+USAGE_MAGIC = 0x47505553
+USAGE_VERSION_PREPARED = 2 | 0x80000000
+USAGE_SLOTS = 256
+USAGE_DEVICES = 64
+USAGE_FILE_SIZE = 64 + 64 * 64 + 256 * 1088
+
+
+class ContainerFilesError(RuntimeError):
+    """The node directory for the containers' files is missing or unusable."""
+
+
+def prepared_usage_file() -> bytes:
+    """A fresh accounting file: the header, then zeros (the first shim makes its lock)."""
+    header = struct.pack("<IIII", USAGE_MAGIC, USAGE_VERSION_PREPARED, USAGE_SLOTS, USAGE_DEVICES)
+    return header + bytes(USAGE_FILE_SIZE - len(header))
 
 
 def _write(path: Path, text: str, mode: int) -> None:
@@ -44,20 +66,29 @@ def limits_text(env: Mapping[str, str]) -> str:
 
 
 def write_container_files(root: str, uid: str, container_index: int, env: Mapping[str, str]) -> list[HostMount]:
-    """Write the container's limits and preload files under ``root`` (a node path, the
-    same inside the plugin's container) and return the mounts that give them to it."""
+    """Write the container's limits, preload and accounting files under ``root`` (a node
+    directory the plugin sees at the same path) and return the mounts that give them."""
+    if not Path(root).is_dir():
+        raise ContainerFilesError(
+            f"gpushare: --containers-dir {root} does not exist in the device plugin's container; "
+            "mount it from the node (hostPath) at the same path"
+        )
     if not uid or "/" in uid or uid in (".", ".."):
-        raise ValueError(f"gpushare: pod uid {uid!r} cannot name a directory")
+        raise ContainerFilesError(f"gpushare: pod uid {uid!r} cannot name a directory")
     directory = Path(root) / f"{uid}-{container_index}"
-    run = directory / "run"
-    run.mkdir(parents=True, exist_ok=True)
-    os.chmod(run, 0o1777)  # the container's processes, whatever their user, create the usage file
+    directory.mkdir(mode=0o755, exist_ok=True)
     _write(directory / "limits", limits_text(env), 0o444)
     _write(directory / "ld.so.preload", env[contract.ENV_LD_PRELOAD] + "\n", 0o444)
+    usage = directory / "usage"
+    if not usage.exists():  # a container restarted keeps its processes' accounting
+        # 0666: the container's processes, whatever their user; no other container sees it.
+        _write(usage, "", 0o666)
+        with open(usage, "r+b") as f:
+            f.write(prepared_usage_file())
     return [
         HostMount(contract.CONTAINER_LIMITS_FILE, str(directory / "limits"), True),
         HostMount(contract.CONTAINER_PRELOAD_FILE, str(directory / "ld.so.preload"), True),
-        HostMount(contract.CONTAINER_RUN_DIR, str(run), False),
+        HostMount(contract.CONTAINER_USAGE_FILE, str(usage), False),
     ]
 
 

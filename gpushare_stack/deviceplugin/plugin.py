@@ -17,6 +17,7 @@ import grpc
 from gpushare_stack import contract, faults, peers
 from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import devices
+from gpushare_stack.deviceplugin.container_files import ContainerFilesError
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard
 from gpushare_stack.deviceplugin.environment import HostMount
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
@@ -187,7 +188,11 @@ class DevicePlugin:
             except Exception as exc:  # API server errors
                 log.error("Allocate: %s", exc)
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"gpushare: Allocate failed: {exc}")
-            env, mounts = self.allocation_environment(match)
+            try:
+                env, mounts = self.allocation_environment(match)
+            except ContainerFilesError as exc:
+                log.error("%s", exc)
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             log.info(
                 "Allocate %s/%s container %s: cards %s, GiB per card %s",
                 match.namespace,

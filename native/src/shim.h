@@ -78,6 +78,10 @@ HIDDEN void shim_report_broken(void);
 #define USAGE_MAGIC 0x47505553u /* "GPUS" */
 #define USAGE_VERSION 2u
 #define USAGE_SLOTS 256
+/* A header the device plugin wrote (magic, this version with the top bit set, slots,
+ * devices, then zeros; gpushare_stack/deviceplugin/container_files.py): the first shim
+ * process initializes the lock and stores USAGE_VERSION. */
+#define USAGE_VERSION_PREPARED (USAGE_VERSION | 0x80000000u)
 
 typedef struct {
     int32_t pid; /* 0 = free */

@@ -112,20 +112,46 @@ static int open_file(void) {
             path = own;
         }
     }
+    /* With the limits file, the device plugin made the usage file (a header marked
+     * USAGE_VERSION_PREPARED, bind-mounted so it cannot be unlinked): a missing, empty or
+     * zeroed one is tampering, never a reason to start counting afresh. */
+    int prepared = shim_config()->from_file && path != own;
     /* Never through a link (a workload could point it at any file), only a regular file,
      * and readable by the container's processes alone. */
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (prepared ? 0 : O_CREAT), 0600);
     if (fd < 0) { warn("cannot open"); return -1; }
     if (flock(fd, LOCK_EX) != 0) { warn("cannot lock"); close(fd); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0) { warn("cannot stat"); close(fd); return -1; }
     if (!S_ISREG(st.st_mode)) { errno = EINVAL; warn("not a regular file"); close(fd); return -1; }
+    int fresh = 0; /* this process made the file: only then may it write a new header */
     if ((size_t)st.st_size < sizeof(usage_file_t)) {
+        if (st.st_size != 0 || prepared) { errno = EPROTO; warn("truncated (not written by this shim)"); close(fd); return -1; }
         if (ftruncate(fd, (off_t)sizeof(usage_file_t)) != 0) { warn("cannot size"); close(fd); return -1; }
+        fresh = 1;
     }
     usage_file_t *f = mmap(NULL, sizeof(usage_file_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (f == MAP_FAILED) { warn("cannot map"); close(fd); return -1; }
-    if (f->magic != USAGE_MAGIC) {
+    if (f->magic != USAGE_MAGIC && !fresh) {
+        /* A full-size file without the header: overwritten by someone (zeroing it would
+         * forget what live processes hold), so no allocation is believed safe. */
+        errno = EPROTO;
+        warn("header overwritten; refusing allocations (fail closed)");
+        munmap(f, sizeof *f);
+        close(fd);
+        return -1;
+    }
+    if (f->magic == USAGE_MAGIC && f->version == USAGE_VERSION_PREPARED && f->slots == USAGE_SLOTS &&
+        f->devices == SHIM_MAX_DEVICES) {
+        /* The plugin's header: the first process makes the lock, under the flock. */
+        pthread_mutexattr_t a;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&f->lock, &a);
+        pthread_mutexattr_destroy(&a);
+        __atomic_store_n(&f->version, USAGE_VERSION, __ATOMIC_RELEASE);
+    } else if (f->magic != USAGE_MAGIC) {
         pthread_mutexattr_t a;
         pthread_mutexattr_init(&a);
         pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run, tool
+from gpushare_stack.deviceplugin.container_files import prepared_usage_file
 
 OOM = "CUDA_ERROR_OUT_OF_MEMORY"
 SHARE = 4096  # seed_env: 4 GiB on each card
@@ -62,12 +63,11 @@ def hostile(env: dict[str, str], **changes: str | None) -> dict[str, str]:
 
 @pytest.fixture
 def usage(tmp_path: Path) -> Path:
-    return tmp_path / "run" / "usage"
-
-
-@pytest.fixture(autouse=True)
-def _run_dir(usage: Path) -> None:
-    usage.parent.mkdir()
+    """The accounting file as the device plugin makes it (its header, then zeros)."""
+    path = tmp_path / "run" / "usage"
+    path.parent.mkdir()
+    path.write_bytes(prepared_usage_file())
+    return path
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,8 @@ def test_the_environment_cannot_lift_the_limits_the_file_gives(seed_env, native_
     assert "FAULT INJECTED" not in past.stderr
     within = in_container(limits_text(usage), probe(native_root, "--device", "0", "--alloc-mib", "3072"), env)
     assert within.returncode == 0, within.stdout + within.stderr
-    assert usage.exists() and not (tmp_path / "mine").exists()  # the file's accounting, not the workload's
+    assert usage.read_bytes()[4:8] == bytes.fromhex("02000000")  # the shim took the plugin's file
+    assert not (tmp_path / "mine").exists()  # the file's accounting, not the workload's
 
 
 def test_a_card_the_limits_file_gives_no_limit_is_refused_not_unlimited(seed_env, native_root, usage):
@@ -155,3 +156,21 @@ def test_a_forged_released_counter_makes_no_room_past_the_share(seed_env, native
     assert over.returncode != 0 and OOM in over.stdout + over.stderr, (
         f"with 3072 MiB held, 2048 MiB more was granted on a {SHARE} MiB share: {over.stdout}"
     )
+
+
+@pytest.mark.parametrize("tampering", ["zeroed", "emptied", "removed"])
+def test_an_accounting_file_zeroed_emptied_or_removed_refuses_allocations(seed_env, native_root, usage, tampering):
+    """Counting afresh would forget what live processes hold: with the plugin's file
+    gone or rewritten, the shim refuses (fail closed) rather than start a new count."""
+    limits = limits_text(usage)
+    first = in_container(limits, probe(native_root, "--device", "0", "--alloc-mib", "1024"), seed_env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    if tampering == "zeroed":
+        usage.write_bytes(bytes(len(usage.read_bytes())))
+    elif tampering == "emptied":
+        usage.write_bytes(b"")
+    else:
+        usage.unlink()
+    after = in_container(limits, probe(native_root, "--device", "0", "--alloc-mib", "64"), seed_env)
+    assert after.returncode != 0 and OOM in after.stdout + after.stderr, after.stdout + after.stderr
+    assert "gpushare-shim: usage file" in after.stderr, after.stderr

@@ -133,8 +133,10 @@ def test_reference_allocate_writes_read_only_limits_and_preload_files_for_the_co
     assert [(m.container_path, m.host_path, m.read_only) for m in mounts][1:] == [
         ("/etc/gpushare/limits", str(directory / "limits"), True),
         ("/etc/ld.so.preload", str(directory / "ld.so.preload"), True),
-        ("/run/gpushare", str(directory / "run"), False),
+        ("/run/gpushare/usage", str(directory / "usage"), False),
     ]
+    usage = (directory / "usage").read_bytes()
+    assert len(usage) == 282688 and usage[:8] == bytes.fromhex("5355504702000080")  # "GPUS", version 2 prepared
     assert not (tmp_path / "gone-pod-0").exists()  # the files of a pod gone from the node
     assert collect_garbage(str(tmp_path), []) == ["u-1-0"]
 
