@@ -168,7 +168,16 @@ _ALIYUN_COUNT = "aliyun.com/gpu-count"
 # Rule ids (rules.RULES) a stack without multi-card sharing, or without memory isolation, breaks.
 _MULTI_CARD_RULES = frozenset({"multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards"})
 _ISOLATION_RULES = frozenset(
-    {"isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container", "memory_comes_back"}
+    {
+        "isolation_smi",
+        "isolation_log",
+        "alloc_past_share_refused",
+        "one_budget_per_container",
+        "memory_comes_back",
+        "hostile_environment",
+        "hostile_accounting",
+        "hostile_descendants",
+    }
 )
 
 PROFILES: dict[str, StackProfile] = {

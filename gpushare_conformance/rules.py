@@ -206,6 +206,34 @@ _RULES = (
         "normal",
         ("alloc_free_cycles", "held_while_alive", "reclaimed_after_sigkill"),
     ),
+    # A hostile workload (docs/threat-model.md): what the pod can change must not lift its share.
+    Rule(
+        "hostile_environment",
+        "its environment cannot lift a pod's share",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "isolation",
+        "critical",
+        ("env_cleared_past_share", "env_raised_past_share", "exec_shell_past_share"),
+    ),
+    Rule(
+        "hostile_accounting",
+        "overwriting its accounting cannot lift the share",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "isolation",
+        "critical",
+        ("forged_accounting_past_share", "accounting_zeroed"),
+    ),
+    Rule(
+        "hostile_descendants",
+        "grandchildren draw from the same budget",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "isolation",
+        "critical",
+        ("grandchild_past_budget",),
+    ),
     Rule(
         "bursts_not_overbooked",
         "bursts of pods not over-booked",
@@ -326,6 +354,22 @@ CHECKS: dict[str, Check] = {
         "isolation",
         ("memory_comes_back",),
         "normal",
+    ),
+    # test_bypass.py
+    "test_clearing_the_isolation_variables_lifts_no_share": Check(
+        "Clearing the isolation's variables lifts no share", "isolation", ("hostile_environment",), "critical"
+    ),
+    "test_raising_the_limit_variables_lifts_no_share": Check(
+        "Raising the limit variables lifts no share", "isolation", ("hostile_environment",), "critical"
+    ),
+    "test_a_shell_started_by_exec_gets_no_more_than_the_share": Check(
+        "A shell started by exec gets no more than the share", "isolation", ("hostile_environment",), "critical"
+    ),
+    "test_overwriting_the_accounting_lifts_no_share": Check(
+        "Zeroing the files the isolation shares lifts no share", "isolation", ("hostile_accounting",), "critical"
+    ),
+    "test_a_grandchild_draws_from_the_same_budget": Check(
+        "A grandchild draws from the same budget", "isolation", ("hostile_descendants",), "critical"
     ),
     "test_memory_of_a_killed_process_comes_back": Check(
         "Memory of a process killed with SIGKILL comes back", "isolation", ("memory_comes_back",), "normal"

@@ -36,6 +36,7 @@ PHYSICAL_MIB = "16160"  # ci/local/inventory-default.yaml: V100-SXM2-16GB, as NV
 SINGLE_CARD_RULES = ("share_fits_card", "node_advertises", "bursts_not_overbooked", "capacity_returned")
 MULTI_CARD_RULES = ("multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards")
 ISOLATION_RULES = ("isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container")
+HOSTILE_RULES = ("hostile_environment", "hostile_accounting", "hostile_descendants")
 # What only a second GPU node could show; anything else skipped is a defect of the suite.
 CLUSTER_LACKS = re.compile(r"two or more GPU nodes")
 # A check that failed on a Python error rather than on evidence.
@@ -96,7 +97,7 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     lines = table(result)
     for rule in SINGLE_CARD_RULES + ("restarts_lose_nothing",):
         assert lines[rule].status == PASS, (rule, lines[rule].figure)
-    for rule in MULTI_CARD_RULES + ISOLATION_RULES:
+    for rule in MULTI_CARD_RULES + ISOLATION_RULES + HOSTILE_RULES:
         assert lines[rule].status == FAIL and lines[rule].known_gap, (rule, lines[rule].status, lines[rule].figure)
         assert "(known gap)" in lines[rule].shown_figure
     for rule in ("isolation_smi", "alloc_past_share_refused", "one_budget_per_container"):
@@ -109,15 +110,21 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert "conforms to the seed: no" in child.stdout
 
 
-def test_hami_like_passes_every_rule(cluster, switch, tmp_path):
+def test_hami_like_passes_every_rule_but_its_environment_lifts_its_limits(cluster, switch, tmp_path):
+    """HAMi's isolation library takes its limits from the container's environment: a
+    workload that clears or raises CUDA_DEVICE_MEMORY_LIMIT_<i> (or drops LD_PRELOAD)
+    takes more than its share. Every other rule holds."""
     switch("hami-like")
     child, result = run_suite(cluster, tmp_path, "hami")
     lines = table(result)
     failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO)}
-    assert not failed, failed
+    assert set(failed) == {"hostile_environment"}, failed
+    assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_environment"], failed
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0" in failed["hostile_environment"], failed
+    assert not lines["hostile_environment"].known_gap
     assert_evidence_only(result)
-    assert child.returncode == 0, child.stdout[-3000:]
-    assert "conforms to the seed: yes" in child.stdout
+    assert child.returncode == 1, child.stdout[-3000:]
+    assert "conforms to the seed: no (1 rule failed)" in child.stdout
     # Judged on what the pod was told: HAMi's library keeps about 300 MiB per process.
     told = [r for r in result.records if r.base_check == "share_usable"]
     assert told and all(r.passed for r in told), told

@@ -1,0 +1,150 @@
+"""A hostile workload tries, each way alone, to take more than its share.
+
+Isolation is a security promise (docs/threat-model.md): what a pod can change, its
+environment, its files, its processes, must not lift its share. Each check runs a pod
+with a share on one card, makes one attempt, and then asks one MiB past what is left of
+the share: the stack passes when that is refused. The attempts are the stack's, not
+ours: the variables tried are whatever the container's environment holds that looks
+like a limit or the isolation's own, the files tried are whatever a process using the
+card maps shared and writable, so the checks judge any stack.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import allure
+import pytest
+
+from gpushare_conformance import calibration, names
+from gpushare_conformance.allocation import card_totals_mib, check_card_total
+from gpushare_conformance.fixtures.framework import verdicts as v
+
+pytestmark = [pytest.mark.e2e, pytest.mark.isolation, pytest.mark.capacity(cards=1)]
+
+OOM = names.OOM_ERROR
+SHARE_GIB = 1
+# What a workload would change to lift its limit: limit-looking variables and the
+# isolation's own (the preload, any stack's prefixes). The cards' selection
+# (*_VISIBLE_DEVICES) and the mock driver's own settings are not the isolation's.
+ISOLATION_VARIABLE = re.compile(r"LIMIT|^LD_PRELOAD$|^GPUSHARE_|^ALIYUN_COM_GPU|^CUDA_DEVICE_MEMORY|^CUDA_DEVICE_SM")
+NOT_ISOLATION = re.compile(r"VISIBLE_DEVICES$|^GPUSHARE_MOCK_|^NVIDIA_")
+
+
+def _share_pod(suite, name: str) -> tuple[str, int]:
+    """A pod with SHARE_GIB on one card, and the share in MiB as nvidia-smi shows it."""
+    with allure.step(f"Run a pod with {SHARE_GIB} GiB on one card"):
+        pod = suite.submit_share_pod(name, SHARE_GIB, None)
+        obj = suite.wait_running(pod)
+    shown = card_totals_mib(suite.nvidia_smi_exec(pod))[0]
+    suite.expect(check_card_total(shown, SHARE_GIB, suite.physical_mib(obj, 0)))
+    return pod, shown
+
+
+def isolation_variables(env: dict[str, str]) -> dict[str, str]:
+    return {k: val for k, val in env.items() if ISOLATION_VARIABLE.search(k) and not NOT_ISOLATION.search(k)}
+
+
+def raised(value: str, factor: int = 16) -> str:
+    """Every number in ``value`` times ``factor``, units kept ("4096m" -> "65536m")."""
+    return re.sub(r"\d+", lambda m: str(int(m.group()) * factor), value)
+
+
+def _past_share(suite, pod: str, shown: int, prefix: list[str], what: str, check: str) -> None:
+    past = shown + 1
+    with allure.step(f"{what}: allocating {past} MiB (past the {shown} MiB share) fails with {OOM}"):
+        result = suite.run_in_pod(pod, [*prefix, *suite.probe_argv(0, past)], f"{what}: probe {past} MiB")
+        suite.expect(v.fails_with(check, result.exit_status, result.output, OOM, f"{past} MiB ({what})"))
+
+
+def test_clearing_the_isolation_variables_lifts_no_share(suite):
+    pod, shown = _share_pod(suite, "bypass-unset")
+    found = isolation_variables(suite.env(pod))
+    unset = sorted(found)
+    suite.info("isolation_variables", f"the container's isolation variables: {unset or 'none'}")
+    prefix = ["env", *(f"--unset={name}" for name in unset)]
+    _past_share(suite, pod, shown, prefix, f"with {', '.join(unset) or 'nothing'} unset", "env_cleared_past_share")
+
+
+def test_raising_the_limit_variables_lifts_no_share(suite):
+    pod, shown = _share_pod(suite, "bypass-raise")
+    found = {k: val for k, val in isolation_variables(suite.env(pod)).items() if re.search(r"\d", val)}
+    changed = {k: raised(val) for k, val in found.items() if k != "LD_PRELOAD"}
+    prefix = ["env", *(f"{k}={val}" for k, val in sorted(changed.items()))]
+    shown_change = ", ".join(f"{k}={val}" for k, val in sorted(changed.items())) or "no variable with a figure"
+    _past_share(suite, pod, shown, prefix, f"with {shown_change}", "env_raised_past_share")
+
+
+def test_a_shell_started_by_exec_gets_no_more_than_the_share(suite):
+    pod, shown = _share_pod(suite, "bypass-shell")
+    past = shown + 1
+    line = " ".join(shlex.quote(a) for a in suite.probe_argv(0, past))
+    with allure.step(f"A login shell started by exec allocates {past} MiB (past the share)"):
+        result = suite.run_in_pod(pod, ["sh", "-l", "-c", line], f"sh -l -c probe {past} MiB")
+        suite.expect(
+            v.fails_with(
+                "exec_shell_past_share",
+                result.exit_status,
+                result.output,
+                OOM,
+                f"{past} MiB from a shell started by exec",
+            )
+        )
+
+
+# Zero every file a process using the card maps shared and writable (the accounting of
+# an interposition library, HAMi-core's shared cache, any stack's), in place.
+ZERO_SHARED_FILES = r"""
+pid=$1
+files=$(awk '$2 ~ /^rw.s$/ && $6 ~ /^\// && $6 !~ /^\/dev\// {print $6}' /proc/$pid/maps | sort -u)
+for f in $files; do
+  size=$(wc -c < "$f")
+  dd if=/dev/zero of="$f" bs="$size" count=1 conv=notrunc 2>/dev/null && echo "zeroed $f ($size bytes)"
+done
+echo "done"
+"""
+
+
+def test_overwriting_the_accounting_lifts_no_share(suite):
+    pod, shown = _share_pod(suite, "bypass-forge")
+    told = suite.told(pod, 0)
+    held = calibration.within_told(told.free_mib) // 2
+    with allure.step(f"A process holds {held} MiB of the {shown} MiB share"):
+        pid = suite.start_holder(pod, "holder", 0, held)
+    with allure.step("Another process zeroes every file the holder maps shared and writable"):
+        zeroed = suite.run_in_pod(pod, ["sh", "-c", ZERO_SHARED_FILES, "sh", str(pid)], "zero shared files")
+        suite.expect(v.exit_ok("accounting_zeroed", zeroed.exit_status, zeroed.output, "zeroing the shared files"))
+        files = [line for line in zeroed.stdout.splitlines() if line.startswith("zeroed ")]
+        suite.info("accounting_files", "; ".join(files) or "the holder maps no shared writable file")
+    over = shown - held + 1
+    with allure.step(f"Asking {over} MiB (what the holder left, plus 1 MiB) fails with {OOM}"):
+        result = suite.probe(pod, 0, over)
+        suite.expect(
+            v.fails_with(
+                "forged_accounting_past_share",
+                result.exit_status,
+                result.output,
+                OOM,
+                f"{over} MiB while {held} of {shown} MiB are held, after {len(files)} shared file(s) were zeroed",
+            )
+        )
+
+
+def test_a_grandchild_draws_from_the_same_budget(suite):
+    pod, shown = _share_pod(suite, "bypass-grandchild")
+    told = suite.told(pod, 0)
+    held = calibration.within_told(told.free_mib) // 2
+    over = shown - held + 1
+    grandchild = " ".join(shlex.quote(a) for a in suite.probe_argv(0, over))
+    with allure.step(f"A process holding {held} MiB starts a shell, whose child asks {over} MiB (the rest plus 1 MiB)"):
+        result = suite.probe(pod, 0, held, "--then-exec", "sh", "-c", f"{grandchild}; exit $?")
+        suite.expect(
+            v.fails_with(
+                "grandchild_past_budget",
+                result.exit_status,
+                result.output,
+                OOM,
+                f"a grandchild's {over} MiB while its grandparent holds {held} of {shown} MiB",
+            )
+        )
