@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import signal
@@ -11,7 +12,7 @@ from gpushare_stack import contract, faults, kubeclient, peers
 from gpushare_stack.extender import selection
 from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.informer import Informer
-from gpushare_stack.extender.server import ExtenderServer
+from gpushare_stack.extender.server import LOOPBACK, ExtenderServer
 from gpushare_stack.extender.state import ClusterState
 from gpushare_stack.peers.hami_like import EXTENDER_PREFIX as HAMI_PREFIX
 
@@ -39,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="card placement: binpack fills cards up, spread uses the emptiest "
         "(default: env GPUSHARE_POLICY or %(default)s)",
     )
+    parser.add_argument(
+        "--trusted-clients",
+        default=",".join(LOOPBACK),
+        metavar="CIDRS",
+        help="comma list of networks whose POSTs (filter, prioritize, bind) are served; the rest get "
+        "403, so a pod cannot call /bind itself. The scheduler's extender configuration must "
+        "reach the extender from one of them (default: %(default)s, for urlPrefix http://127.0.0.1:...)",
+    )
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file; default: the in-cluster service account")
     parser.add_argument(
         "--watch-timeout", type=int, default=300, help="seconds before a watch is re-opened (default: %(default)s)"
@@ -54,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    trusted = [c.strip() for c in args.trusted_clients.split(",") if c.strip()]
+    for cidr in trusted:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            parser.error(f"--trusted-clients: {cidr!r} is not a network (e.g. 127.0.0.0/8, 10.0.0.5/32)")
+    if not trusted:
+        parser.error("--trusted-clients: give at least one network (the scheduler must reach the extender)")
     faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
     flavor = peers.extender_flavor(args.flavor)
     prefix = args.prefix if args.prefix is not None else flavor.default_prefix
@@ -63,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except kubeclient.KubeconfigError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
-    server = ExtenderServer((args.address, args.port), state, Binder(state, api), prefix=prefix)
+    server = ExtenderServer(
+        (args.address, args.port), state, Binder(state, api), prefix=prefix, trusted_clients=trusted
+    )
     logging.getLogger(__name__).info(
         "serving on %s:%d%s (policy %s, flavor %s)", args.address, args.port, prefix, args.policy, flavor.name
     )

@@ -5,6 +5,14 @@ POST {prefix}/prioritize  ExtenderArgs -> HostPriorityList
 POST {prefix}/bind        ExtenderBindingArgs -> ExtenderBindingResult
 GET  {prefix}/inspect[/<node>], GET /healthz
 
+Only the scheduler may call the verbs: a POST from an address outside
+``trusted_clients`` (default loopback, where the scheduler's extender configuration
+points) is answered 403, so a pod cannot bind pods by calling ``/bind`` itself. A
+request is bounded: its body (``MAX_BODY_BYTES``, a Content-Length required), the time
+a connection may sit idle or half-sent (``IDLE_TIMEOUT_S``), and the connections served
+at once (``MAX_CONNECTIONS``, more are answered 503); anything malformed is answered
+400 naming what is wrong, never a dropped connection.
+
 A scheduler without nodeCacheCapable sends every candidate Node object (a NodeList of
 megabytes) with each filter and expects the kept ones back. The server reads such a
 request with msgspec: one pass keeps each node as its raw JSON (msgspec.Raw, a view
@@ -16,7 +24,10 @@ dicts or serialised again.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -29,6 +40,12 @@ from gpushare_stack.extender.nodes import MISSING, NodeSource, card_source
 from gpushare_stack.extender.state import ClusterState
 
 log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 << 20  # a NodeList of 1,000 nodes is a few MB
+IDLE_TIMEOUT_S = 30.0  # a connection idle, or a request half-sent, this long is closed
+MAX_CONNECTIONS = 256
+LISTEN_BACKLOG = 256
+LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
 class BindBackend(Protocol):
@@ -252,6 +269,7 @@ def _decode_object(body: bytes) -> dict[str, Any]:
 
 class ExtenderServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self,
@@ -259,16 +277,61 @@ class ExtenderServer(ThreadingHTTPServer):
         state: ClusterState,
         binder: BindBackend | None,
         prefix: str = contract.EXTENDER_PREFIX,
+        trusted_clients: Sequence[str] = LOOPBACK,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self.state = state
         self.binder = binder
         self.prefix = prefix.rstrip("/")
+        self.trusted = [ipaddress.ip_network(c, strict=False) for c in trusted_clients]
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.idle_timeout_s = idle_timeout_s
         super().__init__(address, _Handler)
+
+    def trusts(self, host: str) -> bool:
+        try:
+            addr = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return False
+        if getattr(addr, "ipv4_mapped", None):
+            addr = addr.ipv4_mapped
+        return any(addr in net for net in self.trusted)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection, at most ``max_connections`` at once; the next is
+        answered 503 and closed at once (no thread, no read)."""
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                    b'Content-Length: 49\r\n\r\n{"Error": "gpushare: too many connections, retry"}'
+                )
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: ExtenderServer
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT_S  # per socket read: an idle or half-sent request is dropped
+
+    def setup(self) -> None:
+        self.timeout = self.server.idle_timeout_s
+        super().setup()
     disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
 
     def log_message(self, fmt: str, *args: Any) -> None:
@@ -299,11 +362,43 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": f"gpushare: no such path {self.path!r}"})
 
+    def _body(self) -> bytes | None:
+        """The request body, or None once an error answer was sent."""
+        if self.headers.get("Transfer-Encoding"):
+            self._send(411, {"Error": "gpushare: send the body with a Content-Length, not Transfer-Encoding"})
+            self.close_connection = True
+            return None
+        text = self.headers.get("Content-Length")
+        if text is None:
+            self._send(411, {"Error": "gpushare: Content-Length is required"})
+            self.close_connection = True
+            return None
+        if not text.strip().isdigit():
+            self._send(400, {"Error": f"gpushare: Content-Length {text!r} is not a byte count"})
+            self.close_connection = True
+            return None
+        length = int(text)
+        if length > MAX_BODY_BYTES:
+            self._send(413, {"Error": f"gpushare: body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"})
+            self.close_connection = True
+            return None
+        raw = self.rfile.read(length)
+        if len(raw) < length:
+            self.close_connection = True  # the peer went away mid-body: nothing to answer
+            return None
+        return raw
+
     def do_POST(self) -> None:  # noqa: N802
         prefix = self.server.prefix
         verb = self.path.split("?", 1)[0].rstrip("/")
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
+        if not self.server.trusts(self.client_address[0]):
+            self._send(403, {"Error": f"gpushare: {self.client_address[0]} may not call the scheduler's verbs"})
+            self.close_connection = True
+            log.warning("refused POST %s from %s (not a trusted client)", verb, self.client_address[0])
+            return
+        raw = self._body()
+        if raw is None:
+            return
         flavor = self.server.state.flavor
 
         def read_args(body: bytes) -> ExtenderArgs:
@@ -323,6 +418,9 @@ class _Handler(BaseHTTPRequestHandler):
         except WireError as exc:
             self._send(400, {"Error": str(exc)})
             return
+        except (RecursionError, MemoryError, ValueError, TypeError) as exc:
+            self._send(400, {"Error": f"gpushare: bad request body: {type(exc).__name__}: {str(exc)[:200]}"})
+            return
         if not self.server.state.synced.is_set() and not verb.endswith("/prioritize"):
             # Before the cache holds every pod's annotations a bind could double-book.
             self._send(200, {"Error": "gpushare: extender cache not synced yet"})
@@ -331,3 +429,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, handler(args))
         except WireError as exc:
             self._send(400, {"Error": str(exc)})
+        except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
+            # A well-formed JSON body of the wrong shape (a pod without metadata, ...).
+            log.warning("%s: malformed request: %r", verb, exc)
+            self._send(400, {"Error": f"gpushare: malformed {verb.rsplit('/', 1)[-1]} request: {exc!r}"[:500]})
+        except Exception as exc:
+            log.exception("%s failed", verb)
+            self._send(500, {"Error": f"gpushare: {verb.rsplit('/', 1)[-1]} failed: {exc!r}"[:500]})
