@@ -1,4 +1,4 @@
-"""A hostile workload tries, each way alone, to take more than its share.
+"""A hostile workload tries, each way alone, to take more than its share, or cards at all.
 
 Isolation is a security promise (docs/threat-model.md): what a pod can change, its
 environment, its files, its processes, must not lift its share. Each check runs a pod
@@ -11,14 +11,17 @@ card maps shared and writable, so the checks judge any stack.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import time
 
 import allure
 import pytest
 
 from gpushare_conformance import calibration, names
 from gpushare_conformance.allocation import card_totals_mib, check_card_total
+from gpushare_conformance.fixtures.framework import podstate, submit
 from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.isolation, pytest.mark.capacity(cards=1)]
@@ -148,5 +151,117 @@ def test_a_grandchild_draws_from_the_same_budget(suite):
                 result.output,
                 OOM,
                 f"a grandchild's {over} MiB while its grandparent holds {held} of {shown} MiB",
+            )
+        )
+
+
+# A pod posts a bind for another pod to the extender's own address, as the scheduler
+# would: the extender must refuse it (only the scheduler may call its verbs).
+POST_BIND = r"""
+import json, sys, urllib.error, urllib.request
+request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        print(reply.status, reply.read().decode(errors="replace")[:300])
+except urllib.error.HTTPError as exc:
+    print(exc.code, exc.read().decode(errors="replace")[:300])
+except Exception as exc:
+    print("unreachable", repr(exc)[:300])
+"""
+
+
+def test_a_pod_cannot_bind_pods_through_the_extender(suite):
+    profile = suite.profile
+    if not (profile.extender_selector and profile.extender_port and profile.extender_prefix):
+        suite.info("victim_unbound", f"stack {profile.name} has no scheduler extender to call")
+        return
+    extenders = [
+        p
+        for p in suite.kube.pods_by_selector(profile.stack_namespace, profile.extender_selector)
+        if (p.get("status") or {}).get("podIP")
+    ]
+    assert extenders, f"no running extender pod ({profile.extender_selector}) in {profile.stack_namespace}"
+    url = f"http://{extenders[0]['status']['podIP']}:{profile.extender_port}{profile.extender_prefix}/bind"
+    node = suite.node.node
+    with allure.step("A share pod that no node can take waits, unbound"):
+        victim = suite.submit_share_pod_on("gpushare-conformance-no-such-node", "victim", SHARE_GIB, None)
+        suite.wait_unschedulable(victim)
+        uid = suite.pod(victim)["metadata"]["uid"]
+    attacker, _ = _share_pod(suite, "attacker")
+    body = {"PodName": victim, "PodNamespace": suite.namespace, "PodUID": uid, "Node": node}
+    with allure.step(f"Another pod posts a bind of the victim to {node} at {url}"):
+        sent = suite.run_in_pod(attacker, ["python3", "-c", POST_BIND, url, json.dumps(body)], "POST bind")
+        answer = sent.stdout.strip() or sent.output.strip()[-300:]
+    with allure.step("The victim is still unbound"):
+        time.sleep(2)  # a bind the extender accepted is on the pod by now
+        bound_to = (suite.pod(victim).get("spec") or {}).get("nodeName")
+        suite.expect(
+            v.equal(
+                "victim_unbound",
+                None,
+                bound_to,
+                f"node of the victim after a pod posted its bind to the extender (answer: {answer})",
+            )
+        )
+
+
+def forged_allocation(annotations: dict[str, str]) -> dict[str, str]:
+    """Another pod's allocation annotations, marked as not served yet and bound first, the
+    way the stacks the suite knows mark it (gpushare's ASSIGNED=false and earliest
+    ASSUME_TIME, HAMi's bind-phase=allocating): what a pod author would write to be
+    served that pod's cards."""
+    forged = dict(annotations)
+    for key in annotations:
+        if key.lower().endswith("assigned"):
+            forged[key] = "false"
+        if key.lower().endswith(("assume_time", "assume-time", "bind-time")):
+            forged[key] = "1"
+    if "hami.io/vgpu-devices-allocated" in annotations:
+        forged["hami.io/bind-phase"] = "allocating"
+        forged["hami.io/vgpu-devices-to-allocate"] = annotations["hami.io/vgpu-devices-allocated"]
+    return forged
+
+
+def test_a_pod_created_with_another_pods_allocation_gets_no_card(suite):
+    with allure.step(f"A pod holds a {SHARE_GIB} GiB share"):
+        holder = suite.submit_share_pod("holder", SHARE_GIB, None)
+        held = suite.wait_running(holder)
+    node = held["spec"]["nodeName"]
+    copied = forged_allocation(held["metadata"].get("annotations") or {})
+    forged = submit.share_pod(suite.profile, "forged", suite.suite_image, SHARE_GIB, None, submit.HOLD)
+    forged["metadata"].setdefault("annotations", {}).update(copied)
+    forged["spec"]["nodeName"] = node  # past the scheduler, straight to the kubelet
+    with allure.step(f"Another pod is created on {node} with the holder's allocation annotations"):
+        allure.attach(json.dumps(forged, indent=2), "forged pod", allure.attachment_type.JSON)
+        try:
+            submit.create(suite.kube, suite.namespace, forged)
+        except submit.SubmitError as exc:
+            suite.expect(
+                v.none_of("forged_allocation_served", [], f"the API server refused the pod: {str(exc)[-300:]}")
+            )
+            return
+    with allure.step("The node serves it no card"):
+        state, _ = submit.wait_pod(
+            suite.kube,
+            suite.namespace,
+            "forged",
+            want=(podstate.RUNNING, podstate.FAILED, podstate.STUCK, podstate.SUCCEEDED),
+            timeout=suite.timeouts.pod_start,
+            progress=suite.progress,
+        )
+        cards: list[str] = []
+        if state.kind == podstate.RUNNING:
+            try:
+                report = suite.nvidia_smi_exec("forged")
+                cards = [f"card {i}: {mib} MiB" for i, mib in sorted(card_totals_mib(report).items())]
+            except AssertionError as exc:  # running, but nvidia-smi finds no card
+                state = podstate.PodState(state.kind, f"nvidia-smi: {str(exc)[:200]}")
+        suite.expect(
+            v.none_of(
+                "forged_allocation_served",
+                cards,
+                f"cards of a pod created on {node} with {sorted(copied)} copied from {holder} "
+                f"({state.kind}: {state.reason})",
             )
         )

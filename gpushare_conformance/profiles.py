@@ -58,6 +58,10 @@ class StackProfile:
     device_plugin_selector: str
     inspect_port: int | None = None
     inspect_path: str | None = None
+    # Where the stack's scheduler extender serves its verbs (hostNetwork, on its pod's
+    # address): the bypass check posts a bind there from a pod. None: no extender.
+    extender_port: int | None = None
+    extender_prefix: str | None = None
     # Pod annotations the scheduler writes with the cards it picked.
     allocation_annotations: tuple[str, ...] = field(default_factory=tuple)
     # Seed rules the stack's documentation says it does not meet (reported, never skipped).
@@ -180,6 +184,7 @@ _ISOLATION_RULES = frozenset(
     }
 )
 
+
 PROFILES: dict[str, StackProfile] = {
     "reference": StackProfile(
         name="reference",
@@ -195,6 +200,8 @@ PROFILES: dict[str, StackProfile] = {
         device_plugin_selector="app=gpushare-device-plugin",
         inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
+        extender_port=32766,
+        extender_prefix="/gpushare-scheduler",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
         serving_lines={
             "app=gpushare-extender": "serving on",
@@ -230,6 +237,8 @@ PROFILES: dict[str, StackProfile] = {
         device_plugin_selector="component=gpushare-device-plugin",
         inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
+        extender_port=32766,
+        extender_prefix="/gpushare-scheduler",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX",),
         # What the gpushare-like flavor of the reference stack logs when it serves
         # (manifests/overlays/peers/gpushare-like).
@@ -252,6 +261,8 @@ PROFILES: dict[str, StackProfile] = {
         stack_namespace="kube-system",
         extender_selector="app.kubernetes.io/component=hami-scheduler",
         device_plugin_selector="app.kubernetes.io/component=hami-device-plugin",
+        extender_port=32766,
+        extender_prefix="/hami-scheduler",
         allocation_annotations=("hami.io/vgpu-devices-allocated",),
         # What the hami-like flavor of the reference stack logs when it serves
         # (manifests/overlays/peers/hami-like).

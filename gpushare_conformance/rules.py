@@ -235,6 +235,24 @@ _RULES = (
         ("grandchild_past_budget",),
     ),
     Rule(
+        "hostile_extender",
+        "a pod cannot bind pods through the extender",
+        "How it works",
+        "Each card contributes",
+        "isolation",
+        "critical",
+        ("victim_unbound",),
+    ),
+    Rule(
+        "hostile_allocation",
+        "a pod cannot take cards by writing an allocation",
+        "How it works",
+        "Each card contributes",
+        "isolation",
+        "critical",
+        ("forged_allocation_served",),
+    ),
+    Rule(
         "bursts_not_overbooked",
         "bursts of pods not over-booked",
         "How it works",
@@ -370,6 +388,12 @@ CHECKS: dict[str, Check] = {
     ),
     "test_a_grandchild_draws_from_the_same_budget": Check(
         "A grandchild draws from the same budget", "isolation", ("hostile_descendants",), "critical"
+    ),
+    "test_a_pod_cannot_bind_pods_through_the_extender": Check(
+        "A pod posting a bind to the extender binds nothing", "isolation", ("hostile_extender",), "critical"
+    ),
+    "test_a_pod_created_with_another_pods_allocation_gets_no_card": Check(
+        "A pod created with another pod's allocation gets no card", "isolation", ("hostile_allocation",), "critical"
     ),
     "test_memory_of_a_killed_process_comes_back": Check(
         "Memory of a process killed with SIGKILL comes back", "isolation", ("memory_comes_back",), "normal"

@@ -110,21 +110,26 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert "conforms to the seed: no" in child.stdout
 
 
-def test_hami_like_passes_every_rule_but_its_environment_lifts_its_limits(cluster, switch, tmp_path):
-    """HAMi's isolation library takes its limits from the container's environment: a
-    workload that clears or raises CUDA_DEVICE_MEMORY_LIMIT_<i> (or drops LD_PRELOAD)
-    takes more than its share. Every other rule holds."""
+def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_it_breaks(cluster, switch, tmp_path):
+    """Every seed rule holds on the HAMi-like stack. What a hostile pod can do to it is
+    told apart, with the evidence: HAMi's library takes its limits from the container's
+    environment (clearing CUDA_DEVICE_MEMORY_LIMIT_<i> lifts them), its scheduler
+    extender answers whoever reaches it (a pod binds another pod), and its device plugin
+    serves whatever pod carries an allocation in the making (a pod created with another
+    pod's annotations gets its cards)."""
     switch("hami-like")
     child, result = run_suite(cluster, tmp_path, "hami")
     lines = table(result)
     failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO)}
-    assert set(failed) == {"hostile_environment"}, failed
+    assert set(failed) == {"hostile_environment", "hostile_extender", "hostile_allocation"}, failed
     assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_environment"], failed
     assert "CUDA_DEVICE_MEMORY_LIMIT_0" in failed["hostile_environment"], failed
-    assert not lines["hostile_environment"].known_gap
+    assert "answer: 200" in failed["hostile_extender"] and "want None" in failed["hostile_extender"], failed
+    assert "card 0:" in failed["hostile_allocation"], failed
+    assert not any(lines[r].known_gap for r in failed)
     assert_evidence_only(result)
     assert child.returncode == 1, child.stdout[-3000:]
-    assert "conforms to the seed: no (1 rule failed)" in child.stdout
+    assert "conforms to the seed: no (3 rules failed)" in child.stdout
     # Judged on what the pod was told: HAMi's library keeps about 300 MiB per process.
     told = [r for r in result.records if r.base_check == "share_usable"]
     assert told and all(r.passed for r in told), told
