@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,7 +61,25 @@ def test_extender_deployment_listens_on_host_port():
     assert container["image"] == contract.STACK_IMAGE and container["imagePullPolicy"] == "IfNotPresent"
     assert container["ports"][0]["containerPort"] == contract.EXTENDER_PORT
     assert container["command"] == ["gpushare-extender"]
-    assert by_kind(docs, "Service", "gpushare-extender")["spec"]["ports"][0]["port"] == contract.EXTENDER_PORT
+    # No Service: the scheduler calls 127.0.0.1, the suite reads inspect through the API
+    # server's pod proxy; a Service would offer the verbs to every pod.
+    assert not [d for d in docs if d.get("kind") == "Service"]
+    security = container["securityContext"]
+    assert security["runAsNonRoot"] and security["readOnlyRootFilesystem"]
+    assert security["capabilities"] == {"drop": ["ALL"]} and not security["allowPrivilegeEscalation"]
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["resources"]["limits"]["memory"]
+
+
+def test_only_the_stacks_accounts_may_write_allocation_annotations():
+    docs = render("stack")
+    policy = by_kind(docs, "ValidatingAdmissionPolicy", "gpushare-allocation-annotations")["spec"]
+    text = json.dumps(policy)
+    for key in (contract.ANN_IDX, contract.ANN_POD, contract.ANN_ASSUME_TIME, contract.ANN_ASSIGNED):
+        assert key in text
+    assert "system:serviceaccount:gpushare-system:gpushare-extender" in text
+    binding = by_kind(docs, "ValidatingAdmissionPolicyBinding", "gpushare-allocation-annotations")["spec"]
+    assert binding == {"policyName": "gpushare-allocation-annotations", "validationActions": ["Deny"]}
 
 
 def test_device_plugin_daemonset_and_mock_overlay():
