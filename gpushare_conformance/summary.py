@@ -165,6 +165,24 @@ def headline(result: VerdictFile, lines: list[RuleLine]) -> str:
     return f"seed rules ({where}): {tally}" + (f", {not_run} not run" if not_run else "")
 
 
+def _not_run_lines(lines: list[RuleLine], width: int | None) -> list[str]:
+    """The rules no check judged, packed together so that a partial run (``-k``, one file)
+    still fits a screen; a rule's words are never split across lines."""
+    names = [line.rule.words for line in lines if line.status == NOT_RUN]
+    if not names:
+        return []
+    prefix, out, current = f"{NOT_RUN}  no check ran: ", [], ""
+    for name in names:
+        candidate = f"{current}; {name}" if current else name
+        if current and width is not None and len(prefix) + len(candidate) + 1 > width:
+            out.append(current + ";")
+            current = name
+        else:
+            current = candidate
+    out.append(current)
+    return [prefix + out[0], *(" " * len(prefix) + rest for rest in out[1:])]
+
+
 def render_lines(result: VerdictFile, width: int | None = 100, full_list: str = "") -> list[tuple[str, str]]:
     """The summary as (text, style) lines of at most ``width`` characters; style names a
     colour for the status word (the writer decides whether to use it). The rule's words
@@ -173,7 +191,7 @@ def render_lines(result: VerdictFile, width: int | None = 100, full_list: str = 
     lines = build_summary(result)
     words_width = max(len(line.rule.words) for line in lines)
     out = [(headline(result, lines), "bold")]
-    for line in lines:
+    for line in (line for line in lines if line.status != NOT_RUN):
         ran = f" ({line.checks} checks)" if line.checks > 1 else ""
         room = None if width is None else width - 6 - words_width - 2 - len(ran)
         out.append(
@@ -184,6 +202,7 @@ def render_lines(result: VerdictFile, width: int | None = 100, full_list: str = 
         )
         if line.evidence:
             out.append((_cut(f"      evidence: {line.evidence}", width), STYLES[FAIL]))
+    out.extend((text, STYLES[NOT_RUN]) for text in _not_run_lines(lines, width))
     verdict = conformance_line(lines)
     out.append((verdict, STYLES[FAIL] if verdict.startswith("conforms to the seed: no") else STYLES[PASS]))
     if full_list:

@@ -332,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.server.idle_timeout_s
         super().setup()
+
     disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
 
     def log_message(self, fmt: str, *args: Any) -> None:
