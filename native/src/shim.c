@@ -651,6 +651,7 @@ static struct {
     uint64_t *mine_reserved;   /* this process's slot */
     uint64_t *mine_released;
     uint64_t *others_released; /* &g_usage_others_released[card] */
+    int managed_held;          /* 0 under the fault unguarded-managed */
     CUresult (*real_free)(CUdeviceptr);
 } g_fast;
 
@@ -666,6 +667,7 @@ static __attribute__((noinline)) void fast_path_setup(void) {
     g_fast.mine_reserved = &me->reserved[card];
     g_fast.mine_released = &me->released[card];
     g_fast.others_released = &g_usage_others_released[card];
+    g_fast.managed_held = !(shim_config()->fault & SHIM_FAULT_UNGUARDED_MANAGED);
     __atomic_store_n(&g_fast.ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -701,18 +703,22 @@ static __attribute__((noinline)) CUresult settle_slow(int card, uint64_t bytes, 
     return rc;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    if (LIKELY(__atomic_load_n(&g_fast.ready, __ATOMIC_ACQUIRE)) && LIKELY(dptr != NULL) && fast_reserve(bytesize)) {
-        CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t))g_real_cuda[H_cuMemAlloc_v2])(dptr, bytesize);
-        CUdeviceptr p;
-        /* Single-threaded (checked after the driver call: it may have started threads),
-         * and the table has room: insert without a lock. */
-        if (LIKELY(rc == CUDA_SUCCESS && __libc_single_threaded && g_table_count < g_table_grow_at && (p = *dptr))) {
-            table_insert(p, bytesize << PACK_CARD_BITS | (uint64_t)g_fast.card);
-            return rc;
-        }
-        return settle_slow(g_fast.card, bytesize, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+/* After a fast-path reservation of bytes and the driver's answer rc: track the
+ * pointer, or give the bytes back.  Single-threaded (checked after the driver call:
+ * it may have started threads) and the table has room: insert without a lock. */
+static inline __attribute__((always_inline)) CUresult fast_settle(CUresult rc, CUdeviceptr *dptr, uint64_t bytes) {
+    CUdeviceptr p;
+    if (LIKELY(rc == CUDA_SUCCESS && __libc_single_threaded && g_table_count < g_table_grow_at && (p = *dptr))) {
+        table_insert(p, bytes << PACK_CARD_BITS | (uint64_t)g_fast.card);
+        return rc;
     }
+    return settle_slow(g_fast.card, bytes, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    if (LIKELY(__atomic_load_n(&g_fast.ready, __ATOMIC_ACQUIRE)) && LIKELY(dptr != NULL) && fast_reserve(bytesize))
+        return fast_settle(((CUresult(*)(CUdeviceptr *, size_t))g_real_cuda[H_cuMemAlloc_v2])(dptr, bytesize), dptr,
+                           bytesize);
     return alloc_v2_general(dptr, bytesize);
 }
 
@@ -728,7 +734,21 @@ EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
     return rc;
 }
 
+static __attribute__((noinline)) CUresult alloc_managed_general(CUdeviceptr *dptr, size_t bytesize,
+                                                                 unsigned int flags);
+
+/* The single-card fast path serves managed memory too (it lives on the same share). */
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    if (LIKELY(__atomic_load_n(&g_fast.ready, __ATOMIC_ACQUIRE)) && LIKELY(g_fast.managed_held) &&
+        LIKELY(dptr != NULL) && g_real_cuda[H_cuMemAllocManaged] && fast_reserve(bytesize))
+        return fast_settle(
+            ((CUresult(*)(CUdeviceptr *, size_t, unsigned int))g_real_cuda[H_cuMemAllocManaged])(dptr, bytesize, flags),
+            dptr, bytesize);
+    return alloc_managed_general(dptr, bytesize, flags);
+}
+
+static __attribute__((noinline)) CUresult alloc_managed_general(CUdeviceptr *dptr, size_t bytesize,
+                                                                 unsigned int flags) {
     shim_mode_t m = cuda_mode();
     CUresult (*real)(CUdeviceptr *, size_t, unsigned int) =
         HOT_REAL(H_cuMemAllocManaged, CUresult(*)(CUdeviceptr *, size_t, unsigned int));
@@ -757,8 +777,31 @@ static void settle_pitch(int card, uint64_t estimate, CUresult rc, CUdeviceptr p
     settle(card, estimate, rc, p);
 }
 
+static __attribute__((noinline)) CUresult alloc_pitch_v2_general(CUdeviceptr *dptr, size_t *pPitch,
+                                                                  size_t WidthInBytes, size_t Height,
+                                                                  unsigned int ElementSizeBytes);
+
+/* The single-card fast path, when the driver's pitch matches the estimate (as it
+ * does for widths that are a multiple of 512 bytes); otherwise settled on the pitch. */
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                                    unsigned int ElementSizeBytes) {
+    uint64_t estimate;
+    if (LIKELY(__atomic_load_n(&g_fast.ready, __ATOMIC_ACQUIRE)) && LIKELY(dptr != NULL && pPitch != NULL) &&
+        g_real_cuda[H_cuMemAllocPitch_v2] && WidthInBytes <= PACK_MAX_BYTES && Height <= PACK_MAX_BYTES &&
+        !__builtin_mul_overflow((uint64_t)((WidthInBytes + 511) & ~(size_t)511), (uint64_t)Height, &estimate) &&
+        fast_reserve(estimate)) {
+        CUresult rc = ((CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int))
+                           g_real_cuda[H_cuMemAllocPitch_v2])(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        if (LIKELY(rc != CUDA_SUCCESS || (uint64_t)*pPitch * Height == estimate)) return fast_settle(rc, dptr, estimate);
+        settle_pitch(g_fast.card, estimate, rc, *dptr, (uint64_t)*pPitch * Height);
+        return rc;
+    }
+    return alloc_pitch_v2_general(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+}
+
+static __attribute__((noinline)) CUresult alloc_pitch_v2_general(CUdeviceptr *dptr, size_t *pPitch,
+                                                                  size_t WidthInBytes, size_t Height,
+                                                                  unsigned int ElementSizeBytes) {
     shim_mode_t m = cuda_mode();
     CUresult (*real)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int) =
         HOT_REAL(H_cuMemAllocPitch_v2, CUresult(*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int));

@@ -57,6 +57,31 @@ static void load(void) {
     R.unmap = (__typeof__(R.unmap))shim_real_cuda("cuMemUnmap");
 }
 
+/* Records of released handles and removed mappings are kept for reuse (a list
+ * as long as the most the process ever held at once): malloc and free per
+ * allocation would cost more than the accounting itself.  Callers hold the lock. */
+static handle_rec_t *g_spare_handles;
+static map_rec_t *g_spare_maps;
+
+static handle_rec_t *new_handle_rec(void) {
+    handle_rec_t *r = g_spare_handles;
+    if (!r) return malloc(sizeof *r);
+    g_spare_handles = r->next;
+    return r;
+}
+
+static map_rec_t *new_map_rec(void) {
+    map_rec_t *m = g_spare_maps;
+    if (!m) return malloc(sizeof *m);
+    g_spare_maps = m->next;
+    return m;
+}
+
+static void spare_map_rec(map_rec_t *m) {
+    m->next = g_spare_maps;
+    g_spare_maps = m;
+}
+
 #define PREAMBLE(real, forward_call)                  \
     shim_mode_t m_ = shim_cuda_mode();                \
     pthread_once(&g_once, load);                      \
@@ -76,7 +101,8 @@ static void drop_if_done(handle_rec_t *r) {
     usage_release(r->card, r->bytes);
     for (handle_rec_t **p = &g_handles; *p; p = &(*p)->next)
         if (*p == r) { *p = r->next; break; }
-    free(r);
+    r->next = g_spare_handles;
+    g_spare_handles = r;
 }
 
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
@@ -87,23 +113,25 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     int card = shim_card_of_device(prop->location.id);
     uint64_t limit = shim_card_limit(card);
     if (!limit) return card < 0 && prop->location.id >= 0 ? CUDA_ERROR_INVALID_DEVICE : R.create(handle, size, prop, flags);
-    handle_rec_t *r = malloc(sizeof *r);
-    if (!r) return CUDA_ERROR_OUT_OF_MEMORY;
-    if (usage_reserve(card, size, limit) != 0 && (!shim_pools_settle() || usage_reserve(card, size, limit) != 0)) {
-        free(r);
+    if (usage_reserve(card, size, limit) != 0 && (!shim_pools_settle() || usage_reserve(card, size, limit) != 0))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     CUresult rc = R.create(handle, size, prop, flags);
     if (rc != CUDA_SUCCESS) {
         usage_release(card, size);
-        free(r);
         return rc;
     }
-    *r = (handle_rec_t){*handle, card, size, 1, 0, NULL};
     int locked = lock();
-    r->next = g_handles;
-    g_handles = r;
+    handle_rec_t *r = new_handle_rec();
+    if (r) {
+        *r = (handle_rec_t){*handle, card, size, 1, 0, g_handles};
+        g_handles = r;
+    }
     unlock(locked);
+    if (!r) { /* cannot track it: undo, so that no untracked memory escapes the share */
+        R.release(*handle);
+        usage_release(card, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return rc;
 }
 
@@ -133,19 +161,22 @@ EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                          unsigned long long flags) {
     PREAMBLE(R.map, R.map(ptr, size, offset, handle, flags));
-    map_rec_t *m = malloc(sizeof *m);
-    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     int locked = lock();
+    map_rec_t *m = new_map_rec();
+    if (!m) {
+        unlock(locked);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult rc = R.map(ptr, size, offset, handle, flags);
     handle_rec_t *r;
     if (rc == CUDA_SUCCESS && (r = find(handle)) != NULL) {
         *m = (map_rec_t){ptr, size, r, g_maps};
         g_maps = m;
         r->maps++;
-        m = NULL;
+    } else {
+        spare_map_rec(m);
     }
     unlock(locked);
-    free(m);
     return rc;
 }
 
@@ -160,7 +191,7 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
                 *p = m->next;
                 m->h->maps--;
                 drop_if_done(m->h);
-                free(m);
+                spare_map_rec(m);
             } else {
                 p = &m->next;
             }
