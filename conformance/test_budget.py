@@ -85,6 +85,58 @@ def test_second_process_of_a_container_gets_only_what_the_first_left(suite):
     )
 
 
+# nvidia-smi's figures of the card, in MiB, as a person would ask for them.
+SMI_MEMORY_QUERY = ("--query-gpu=index,memory.total,memory.used,memory.free", "--format=csv,nounits")
+# nvidia-smi prints used and free each rounded down to a MiB.
+SMI_ROUNDING_MIB = 2
+
+
+def test_another_process_sees_what_a_working_process_holds(suite):
+    """While one process works, the others of the pod see it: nvidia-smi (NVML) shows
+    used at least what is held, free at most the share less it, used + free the share;
+    a new process's cuMemGetInfo shows no more free than the share less what is held."""
+    pod, budget, _ = _share_pod(suite, "sees-work")
+    held = budget // 2
+    with allure.step(f"A process holds {held} MiB of the {budget} MiB budget"):
+        suite.start_holder(pod, "worker", 0, held)
+    with allure.step(f"nvidia-smi in another process: used >= {held} MiB, free <= {budget - held} MiB, sum {budget}"):
+        report = suite.nvidia_smi_exec(pod, SMI_MEMORY_QUERY)
+        gpu = next((g for g in report.gpus if g.index == 0), None)
+        suite.expect(v.equal("smi_lists_the_card", True, gpu is not None, "nvidia-smi lists card 0"))
+        used, free, total = gpu.memory_used_mib, gpu.memory_free_mib, gpu.memory_total_mib
+        while_held = f"while another process holds {held} of {budget} MiB"
+        suite.expect(v.equal("smi_total_while_held", budget, total, f"nvidia-smi's total {while_held} (MiB)"))
+        suite.expect(v.within("smi_used_while_held", used, held, budget, "MiB", f"nvidia-smi's used {while_held}"))
+        suite.expect(v.within("smi_free_while_held", free, 0, budget - held, "MiB", f"nvidia-smi's free {while_held}"))
+        if used is not None and free is not None:
+            suite.expect(
+                v.within(
+                    "smi_used_plus_free",
+                    used + free,
+                    budget - SMI_ROUNDING_MIB,
+                    budget,
+                    "MiB",
+                    f"nvidia-smi's used + free ({used} + {free}) {while_held}",
+                )
+            )
+    with allure.step(f"A new process's cuMemGetInfo: free <= {budget - held} MiB"):
+        told = suite.told(pod, 0)
+        suite.expect(
+            v.at_most(
+                "told_free_while_held",
+                told.free_mib,
+                budget - held,
+                "MiB",
+                f"a new process's cuMemGetInfo free {while_held}",
+            )
+        )
+    suite.info(
+        "seen_while_working",
+        f"budget {budget} MiB; a process held {held} MiB; nvidia-smi showed used {used}, free {free} MiB; "
+        f"a new process was told {told.free_mib} MiB free",
+    )
+
+
 def test_child_of_a_process_using_the_card_sees_the_same_share_and_budget(suite):
     pod, budget, _ = _share_pod(suite, "child")
     held = budget // 4

@@ -1,5 +1,7 @@
 """Bursts: pods submitted at once that together fill a node's cards exactly all run
-with their shares, and nothing is over-booked; one more stays Pending with a reason.
+with their shares, each on exactly the cards the stack recorded for it (the device
+plugin matched every Allocate to its own pod), and nothing is over-booked; one more
+stays Pending with a reason.
 
 Marked ``disruptive``: the burst fills every card of a node.
 """
@@ -14,6 +16,9 @@ import pytest
 from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lifecycle, pytest.mark.disruptive]
+
+# The cards a pod sees, by the identity NVML gives them.
+CARD_QUERY = ("--query-gpu=index,uuid", "--format=csv,nounits")
 
 
 def _share_that_divides(card_gib: int) -> int:
@@ -67,6 +72,22 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
                 f"{dict(sorted(booked.items()))} GiB; GiB booked in all",
             )
         )
+    with allure.step("Created together, each pod sees exactly the cards the stack recorded for it"):
+        gpus, source = suite.nvml_gpus(node.node)
+        uuid_of = {str(g.index): g.uuid for g in gpus} | {g.uuid: g.uuid for g in gpus if g.uuid}
+        for name, obj in running.items():
+            recorded = suite.allocated_cards(obj)
+            want = sorted(uuid_of.get(str(card)) or f"card {card} (unknown to NVML: {source})" for card in recorded)
+            seen = suite.nvidia_smi_exec(name, CARD_QUERY)
+            got = sorted(g.uuid or f"card {g.index} without a UUID" for g in seen.gpus)
+            suite.expect(
+                v.equal(
+                    f"pod_sees_its_cards[{name}]",
+                    want,
+                    got,
+                    f"{name} was recorded on card(s) {', '.join(map(str, recorded))}; nvidia-smi in it shows",
+                )
+            )
     if suite.profile.inspect_path:
         with allure.step("The extender's inspect agrees: each card's used is what the pods booked, within its total"):
             data = suite.inspect()

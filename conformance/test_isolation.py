@@ -69,6 +69,108 @@ def test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory(suit
         _alloc_within_and_past(suite, pod, visible, total, physical)
 
 
+@pytest.mark.capacity(cards=1)
+def test_all_that_a_process_is_told_is_free_can_be_allocated(suite):
+    """The last byte: a process can have exactly what its own cuMemGetInfo says is free,
+    in one allocation and in several (checks elsewhere stop short of it by a margin)."""
+    per_card = 1
+    with allure.step(f"Run a pod with {per_card} GiB on one card"):
+        pod = suite.submit_share_pod("last-byte", per_card, None)
+        obj = suite.wait_running(pod)
+    total = card_totals_mib(suite.nvidia_smi_exec(pod))[0]
+    suite.expect(check_card_total(total, per_card, suite.physical_mib(obj, 0)))
+    for pieces in (1, 8):
+        with allure.step(f"A process allocates all it is told is free, to the byte, in {pieces} allocation(s)"):
+            done = suite.run_in_pod(
+                pod,
+                [names.PROBE, "--device", "0", "--alloc-free", str(pieces)],
+                f"probe --alloc-free {pieces} on card 0",
+            )
+            suite.expect(
+                v.exit_ok(
+                    f"alloc_all_told_free[{pieces} allocation(s)]",
+                    done.exit_status,
+                    done.output,
+                    f"all a process is told is free on card 0 (shown {total} MiB), in {pieces} allocation(s)",
+                )
+            )
+
+
+@pytest.mark.capacity(cards="all")
+def test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget(suite):
+    """Budgets across pods: two pods on the same cards, each holding most of its share at
+    the same moment, both succeed; neither pod's holding lowers or lifts what the other
+    may allocate, and one pod's process ending frees nothing of the other's budget."""
+    cards = suite.profile.cards_for(len(suite.node.cards))
+    first, second = 2, 3
+    if first + second > suite.node.card_gib:
+        pytest.skip(f"needs cards of at least {first + second} GiB; the node's hold {suite.node.card_gib} GiB")
+    with allure.step(f"Two pods over all {cards} card(s): {first} GiB and {second} GiB per card"):
+        a = suite.submit_share_pod("budget-a", first * cards, cards)
+        b = suite.submit_share_pod("budget-b", second * cards, cards)
+        pod_a, pod_b = suite.wait_running(a), suite.wait_running(b)
+        suite.expect(
+            v.equal(
+                "same_cards",
+                sorted(suite.allocated_cards(pod_a)),
+                sorted(suite.allocated_cards(pod_b)),
+                "cards of the second pod",
+            )
+        )
+    budgets = {}
+    for name, obj, share in ((a, pod_a, first), (b, pod_b, second)):
+        budgets[name] = card_totals_mib(suite.nvidia_smi_exec(name))[0]
+        suite.expect(check_card_total(budgets[name], share, suite.physical_mib(obj, 0)))
+    held = {name: budget * 3 // 4 for name, budget in budgets.items()}
+    holders = {}
+    with allure.step(f"Both pods hold most of their share on card 0 at once: {held[a]} and {held[b]} MiB"):
+        for name in (a, b):
+            holders[name] = suite.start_holder(name, "holder", 0, held[name])
+
+    def budget_holds(name: str, other: str, when: str) -> None:
+        budget, mine = budgets[name], held[name]
+        over = budget - mine + 1
+        with allure.step(f"{name}: asking the rest of its budget plus 1 MiB ({over} MiB) fails with {OOM} ({when})"):
+            bad = suite.probe(name, 0, over)
+            suite.expect(
+                v.fails_with(
+                    f"pod_budget_apart[{name}, {when}]",
+                    bad.exit_status,
+                    bad.output,
+                    OOM,
+                    f"{name}'s {over} MiB while it holds {mine} of {budget} MiB ({when})",
+                )
+            )
+        with allure.step(f"{name}: a new process is told about the {budget - mine} MiB it has left ({when})"):
+            told = suite.told(name, 0)
+            suite.expect(
+                calibration.share_usable(f"pod_budget_left[{name}, {when}]", told.free_mib, budget - mine, processes=2)
+            )
+            rest = calibration.within_told(told.free_mib)
+            ok = suite.probe(name, 0, rest)
+            suite.expect(
+                v.exit_ok(
+                    f"pod_budget_rest[{name}, {when}]",
+                    ok.exit_status,
+                    ok.output,
+                    f"{name}'s last {rest} MiB while it holds {mine} of {budget} MiB and {other} holds "
+                    f"{held[other]} MiB ({when})",
+                )
+            )
+
+    budget_holds(a, b, f"{b} holding")
+    budget_holds(b, a, f"{a} holding")
+    with allure.step(f"{b}'s holder ends: nothing of {a}'s budget is freed"):
+        suite.kill_in_pod(b, holders[b], "KILL")
+        held[b] = 0
+        budget_holds(a, b, f"{b}'s holder killed")
+    suite.info(
+        "budgets_across_pods",
+        f"{a} held {held[a]} of {budgets[a]} MiB and {b} held {budgets[b] * 3 // 4} of {budgets[b]} MiB at once; "
+        "neither lowered or lifted the other's budget",
+    )
+
+
 # Every way a program can take device memory (gpushare-probe --api); each must be held
 # to the share, and a failure names the path.
 ALLOC_PATHS = ("alloc", "pitch", "managed", "async", "pool", "vmm")

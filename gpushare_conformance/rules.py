@@ -112,7 +112,7 @@ _RULES = (
     ),
     Rule(
         "alloc_past_share_refused",
-        "allocation past the share refused",
+        "the share allocatable, not a byte more",
         "Limitations: memory isolation",
         "GPU memory isolation",
         "isolation",
@@ -120,6 +120,7 @@ _RULES = (
         (
             "alloc_past_share_oom",
             "alloc_within_share",
+            "alloc_all_told_free",
             "share_usable",
             "past_share_below_physical",
             "no_overbooking",
@@ -195,6 +196,15 @@ _RULES = (
             "child_total_is_the_share",
             "child_free_after_parent",
             "child_past_budget",
+            "smi_lists_the_card",
+            "smi_total_while_held",
+            "smi_used_while_held",
+            "smi_free_while_held",
+            "smi_used_plus_free",
+            "told_free_while_held",
+            "pod_budget_apart",
+            "pod_budget_left",
+            "pod_budget_rest",
         ),
     ),
     Rule(
@@ -254,7 +264,7 @@ _RULES = (
     ),
     Rule(
         "bursts_not_overbooked",
-        "bursts of pods not over-booked",
+        "bursts: not over-booked, each pod its own cards",
         "How it works",
         "Each card contributes",
         "isolation",
@@ -263,6 +273,7 @@ _RULES = (
             "node_filled_exactly",
             "card_booked",
             "burst_pod_on_node",
+            "pod_sees_its_cards",
             "inspect_agrees_with_annotations",
             "one_more_pending",
         ),
@@ -348,6 +359,18 @@ CHECKS: dict[str, Check] = {
     "test_node_advertising_matches_nvml_inventory": Check(
         "The node advertises the cards NVML reports", "isolation", ("node_advertises",), "normal"
     ),
+    "test_all_that_a_process_is_told_is_free_can_be_allocated": Check(
+        "All that a process is told is free can be allocated, to the byte",
+        "isolation",
+        ("alloc_past_share_refused",),
+        "critical",
+    ),
+    "test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget": Check(
+        "Pods on one card hold their shares at once and touch no other pod's budget",
+        "isolation",
+        ("one_budget_per_container", "alloc_past_share_refused"),
+        "critical",
+    ),
     "test_every_allocation_path_is_held_to_the_share": Check(
         "Allocation path {api}: the share works, one MiB past it is out of memory",
         "isolation",
@@ -357,6 +380,12 @@ CHECKS: dict[str, Check] = {
     # test_budget.py
     "test_second_process_of_a_container_gets_only_what_the_first_left": Check(
         "A second process of a container gets only what the first left of the budget",
+        "isolation",
+        ("one_budget_per_container",),
+        "critical",
+    ),
+    "test_another_process_sees_what_a_working_process_holds": Check(
+        "Another process sees what a working process holds (nvidia-smi used and free, cuMemGetInfo)",
         "isolation",
         ("one_budget_per_container",),
         "critical",

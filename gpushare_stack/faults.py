@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from gpushare_stack import contract
@@ -26,10 +27,16 @@ LEAK_FREES = "leak-frees"
 NO_RECLAIM = "no-reclaim"
 UNGUARDED_MANAGED = "unguarded-managed"
 SCHEDULE_NOTHING = "schedule-nothing"
-EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING)
+EXACT_FIT_REFUSED = "exact-fit-refused"
+SMI_IGNORES_USAGE = "smi-ignores-usage"
+SHARED_ACCOUNTING = "shared-accounting"
+TWINS_AT_ONCE = "twins-at-once"
+EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING, TWINS_AT_ONCE)
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
-SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM, UNGUARDED_MANAGED)
-DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, *SHIM_FAULTS)
+SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM, UNGUARDED_MANAGED, EXACT_FIT_REFUSED, SMI_IGNORES_USAGE)
+DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, *SHIM_FAULTS)
+# shared-accounting: the one accounting file every container of the node is given.
+SHARED_USAGE_NAME = "shared-accounting-usage"
 SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
 # stale-view: how long a bind waits between choosing cards and writing them, so binds
 # of a burst overlap and each chooses from a view without the others.
@@ -44,7 +51,9 @@ EXTENDER_HELP = (
     f"{STALE_VIEW_BIND_DELAY_S:g} s before writing a bind, so a burst's binds overlap); "
     f"{CARDS_ACROSS_NODES} counts free cards across all nodes, so a pod asking M cards fits "
     f"a node that has fewer; {SCHEDULE_NOTHING} turns every GPU pod away with a reason that "
-    "sounds like each restriction (default: no fault)"
+    f"sounds like each restriction; {TWINS_AT_ONCE} binds a pod at once even while a pod with "
+    "the same gpu-mem per container waits for its Allocate on the node, so the device plugin "
+    "can serve pods created together each other's cards (default: no fault)"
 )
 DEVICE_PLUGIN_HELP = (
     f"break the device plugin on purpose, {HELP}: {NO_ISOLATION} leaves the isolation shim "
@@ -52,7 +61,11 @@ DEVICE_PLUGIN_HELP = (
     "still mounted, so nvidia-smi shows the physical card); the shim faults, passed to it in "
     f"{SHIM_FAULT_ENV}: {PER_PROCESS_BUDGET} gives each process of a container its own budget, "
     f"{LEAK_FREES} never credits a free back, {NO_RECLAIM} never gives back the memory of a "
-    f"killed process, {UNGUARDED_MANAGED} lets cuMemAllocManaged past the limit (default: no fault)"
+    f"killed process, {UNGUARDED_MANAGED} lets cuMemAllocManaged past the limit, "
+    f"{EXACT_FIT_REFUSED} refuses an allocation that fills the share to the byte, "
+    f"{SMI_IGNORES_USAGE} makes NVML (nvidia-smi) show the share free whatever the container "
+    f"holds; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
+    "pods on a card draw from one budget (default: no fault)"
 )
 
 
@@ -107,10 +120,26 @@ def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareReques
 
 def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
     """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``,
-    ``unguarded-managed``): the container env with the fault build of the shim (the
+    ``unguarded-managed``, ``exact-fit-refused``, ``smi-ignores-usage``): the container env with the fault build of the shim (the
     shipped one has no fault switch) and ``GPUSHARE_SHIM_FAULT``, which it reads at start
     and announces on stderr as ``FAULT INJECTED``."""
     return {**env, contract.ENV_LD_PRELOAD: contract.SHIM_FAULTS_PATH, SHIM_FAULT_ENV: fault}
+
+
+def shared_accounting(mounts: list[Any], root: str) -> list[Any]:
+    """Fault ``shared-accounting``: the container's mounts with its accounting file
+    replaced by one file for the whole node, so the processes of every pod on a card
+    are counted against each pod's share."""
+    from gpushare_stack.deviceplugin.container_files import prepared_usage_file
+
+    shared = Path(root) / SHARED_USAGE_NAME
+    if not shared.exists():
+        shared.write_bytes(prepared_usage_file())
+        shared.chmod(0o666)
+    return [
+        type(m)(m.container_path, str(shared), m.read_only) if m.container_path == contract.CONTAINER_USAGE_FILE else m
+        for m in mounts
+    ]
 
 
 def nothing_fits(count: int, share_gib: int) -> str:

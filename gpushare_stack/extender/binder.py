@@ -54,7 +54,17 @@ class Binder:
             self._create_binding(namespace, name, uid, node)
             return None
         flavor = self.state.flavor
-        flavor.lock_node(self.core, pod, node)
+        if self.state.fault == faults.TWINS_AT_ONCE:
+            log.warning("FAULT INJECTED: twins-at-once: binding %s/%s without waiting for its twins", namespace, name)
+        else:
+            flavor.lock_node(self.core, pod, node)
+        try:
+            return self._bind_locked(pod, namespace, name, uid, node)
+        finally:
+            flavor.bind_finished(node)
+
+    def _bind_locked(self, pod: dict[str, Any], namespace: str, name: str, uid: str, node: str) -> Allocation:
+        flavor = self.state.flavor
         try:
             alloc = self.state.assume(pod, node)
         except Exception:

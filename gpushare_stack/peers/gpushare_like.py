@@ -41,6 +41,13 @@ class GpushareLikeExtender(ReferenceExtender):
     )
     fast_node_view = False  # cards come from capacity only, never from the reference annotation
 
+    def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        """The open extender binds at once, whatever else waits for an Allocate on the
+        node: its device plugin then serves pods created together by bind order."""
+
+    def bind_finished(self, node: str) -> None:
+        """Nothing was held."""
+
     def share_request(self, pod: Mapping[str, Any]) -> ShareRequest:
         shares = []
         for index, container in enumerate((pod.get("spec") or {}).get("containers") or []):

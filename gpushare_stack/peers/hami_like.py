@@ -379,6 +379,9 @@ class HamiLikeExtender(ReferenceExtender):
         if taken is _UNCHANGED:
             raise BindError(f"hami-like: node {node} does not exist")
 
+    def bind_finished(self, node: str) -> None:
+        """The node lock stays until the device plugin has allocated the pod."""
+
     def unlock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         meta = pod.get("metadata") or {}
         try:

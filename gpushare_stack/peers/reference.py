@@ -6,7 +6,9 @@ override only where the stack they behave like differs.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,11 +67,38 @@ class ReferenceExtender:
         return allocation.allocation_from_pod(pod)
 
     def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
-        """Before a bind: claim the node (the reference stack needs no lock: its device
-        plugin tells pods apart by their gpu-mem device count and assume time)."""
+        """Before a bind: hold the node's binds in this process, and refuse the bind while
+        a pod the device plugin could confuse with this one waits for its Allocate there
+        (``extender/twins.py``). ``bind_finished`` lets the next bind in."""
+        from gpushare_stack.extender.state import BindError
+        from gpushare_stack.extender.twins import NodeBinds, waiting_twins
+
+        binds = self.__dict__.setdefault("_node_binds", NodeBinds())
+        binds.acquire(node)
+        try:
+            listed = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
+            twins = waiting_twins(json.loads(listed.data).get("items") or [], pod, time.time())
+        except BaseException:
+            binds.release(node)
+            raise
+        if twins:
+            binds.release(node)
+            meta = pod.get("metadata") or {}
+            raise BindError(
+                f"gpushare: on node {node}, {', '.join(twins)} with the same {contract.RESOURCE_MEM} per container "
+                f"still wait(s) for the device plugin, which could not tell them from "
+                f"{meta.get('namespace')}/{meta.get('name')}; it is bound after them"
+            )
+
+    def bind_finished(self, node: str) -> None:
+        """After a bind, whatever its outcome: let the node's next bind in."""
+        binds = self.__dict__.get("_node_binds")
+        if binds is not None:
+            binds.release(node)
 
     def unlock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
-        """After a failed bind: give back what ``lock_node`` claimed."""
+        """After a failed bind: give back what ``lock_node`` claimed beyond this process
+        (nothing here; ``bind_finished`` follows)."""
 
 
 class ReferenceDevicePlugin:
@@ -138,4 +167,6 @@ class ReferenceDevicePlugin:
         except Exception as exc:  # clean-up is best effort; the container's files are what matter
             log.warning("could not clean old container files: %s", exc)
         files = write_container_files(plugin.containers_dir, match.uid, match.container_index, env)
+        if plugin.fault == faults.SHARED_ACCOUNTING:
+            files = faults.shared_accounting(files, plugin.containers_dir)
         return env, [*mounts, *files]

@@ -10,6 +10,10 @@
  *                                  the path that failed, and exit 2
  *       [--cycles C]               allocate and free the K x N MiB C times in this process
  *                                  (a failure names the cycle); memory must come back
+ *   gpushare-probe --device I --alloc-free K [--hold-seconds S] [--api PATH]
+ *                                  allocate all that cuMemGetInfo says is free on card I, to
+ *                                  the byte, in K allocations (whole 2 MiB pages, the last
+ *                                  taking the rest); on failure name the piece, exit 2
  *       [--then-exec CMD ARG...]   while holding the allocation, run CMD as a child
  *                                  process and wait for it; exit with its status (the
  *                                  rest of the command line is the child's)
@@ -276,6 +280,62 @@ static int allocate(int ordinal, long mib, long times, long hold_seconds, const 
     return status;
 }
 
+/* Allocate all that cuMemGetInfo says is free on the device, to the byte, in
+ * `pieces` allocations (whole 2 MiB pages, the last one taking the rest): a stack
+ * must let a process have what it tells that process is free. */
+static int allocate_free(int ordinal, long pieces, long hold_seconds, const alloc_path_t *path) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult rc = cu.DeviceGet(&dev, ordinal);
+    if (rc == CUDA_SUCCESS) rc = cu.PrimaryCtxRetain(&ctx, dev);
+    if (rc == CUDA_SUCCESS) rc = cu.CtxSetCurrent(ctx);
+    path_state_t state;
+    const char *step = "cuDeviceGet/cuDevicePrimaryCtxRetain";
+    if (rc == CUDA_SUCCESS) rc = path->open(&state, g_lib, dev, &step);
+    if (rc != CUDA_SUCCESS) {
+        printf("device %d: %s (%s)\n", ordinal, err_name(rc), step);
+        return 2;
+    }
+    size_t free_b = 0, total_b = 0;
+    if ((rc = cu.MemGetInfo(&free_b, &total_b)) != CUDA_SUCCESS) {
+        printf("cuMemGetInfo on device %d: %s\n", ordinal, err_name(rc));
+        return 2;
+    }
+    path_block_t *blocks = calloc((size_t)pieces, sizeof *blocks);
+    if (!blocks) return 1;
+    size_t page = (size_t)2 << 20, piece = free_b / (size_t)pieces / page * page, done = 0;
+    for (long k = 0; k < pieces; k++) {
+        size_t bytes = k == pieces - 1 ? free_b - done : piece;
+        if (bytes == 0) continue;
+        rc = path->alloc(&state, &blocks[k], bytes, &step);
+        if (rc != CUDA_SUCCESS) {
+            printf("alloc %zu bytes (piece %ld of %ld; %zu of the %zu bytes free taken so far) on device %d failed: "
+                   "%s (%s, --api %s)\n",
+                   bytes, k + 1, pieces, done, free_b, ordinal, err_name(rc), step, path->name);
+            fflush(stdout);
+            for (long j = 0; j < k; j++)
+                if (blocks[j].ptr) path->release(&state, &blocks[j], &step);
+            free(blocks);
+            return 2;
+        }
+        done += bytes;
+    }
+    size_t after = 0, total_after = 0;
+    cu.MemGetInfo(&after, &total_after);
+    printf("allocated all %zu bytes free of %zu on device %d in %ld allocation(s) via %s (free now %zu bytes)\n",
+           free_b, total_b, ordinal, pieces, path->entry, after);
+    fflush(stdout);
+    if (hold_seconds > 0) {
+        struct timespec ts = {hold_seconds, 0};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
+    for (long k = 0; k < pieces; k++)
+        if (blocks[k].ptr) path->release(&state, &blocks[k], &step);
+    path->close(&state);
+    free(blocks);
+    return 0;
+}
+
 static long number_arg(const char *flag, const char *value, long min) {
     char *end;
     errno = 0;
@@ -288,7 +348,7 @@ static long number_arg(const char *flag, const char *value, long min) {
 }
 
 int main(int argc, char **argv) {
-    long device = -1, mib = -1, times = 1, hold = 0, cycles = 1;
+    long device = -1, mib = -1, times = 1, hold = 0, cycles = 1, free_pieces = 0;
     int raw = 0;
     char **child = NULL;
     const alloc_path_t *path = alloc_path_named("alloc");
@@ -298,6 +358,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--device")) { device = number_arg(a, next, 0); i++; }
         else if (!strcmp(a, "--alloc-mib")) { mib = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--count")) { times = number_arg(a, next, 1); i++; }
+        else if (!strcmp(a, "--alloc-free")) { free_pieces = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--hold-seconds")) { hold = number_arg(a, next, 0); i++; }
         else if (!strcmp(a, "--cycles")) { cycles = number_arg(a, next, 1); i++; }
         else if (!strcmp(a, "--then-exec")) {
@@ -318,7 +379,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: gpushare-probe [--raw] | --device I --alloc-mib N [--count K] [--hold-seconds S] [--api %s]\n"
-                   "                      [--cycles C] [--then-exec CMD ARG...]\n",
+                   "                      [--cycles C] [--then-exec CMD ARG...]\n"
+                   "                    | --device I --alloc-free K [--hold-seconds S] [--api PATH]\n",
                    ALLOC_PATH_NAMES);
             return 0;
         } else {
@@ -326,6 +388,11 @@ int main(int argc, char **argv) {
             return 64;
         }
     }
+    if (free_pieces > 0 && (device < 0 || mib > 0 || cycles > 1 || child || times > 1)) {
+        fprintf(stderr, "gpushare-probe: --alloc-free goes with --device (and --hold-seconds, --api) only\n");
+        return 64;
+    }
+    if (free_pieces > 0) mib = 1; /* for the checks below */
     if ((device >= 0) != (mib > 0) || ((cycles > 1 || child) && device < 0)) {
         fprintf(stderr, "gpushare-probe: --device and --alloc-mib go together\n");
         return 64;
@@ -338,6 +405,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "failed call to cuInit: %s\n", err_name(rc));
         return 2;
     }
+    if (free_pieces > 0) return allocate_free((int)device, free_pieces, hold, path);
     if (device >= 0) return allocate((int)device, mib, times, hold, path, cycles, child);
     return show(raw);
 }

@@ -314,6 +314,9 @@ static __attribute__((noinline)) void cuda_init(void) {
     const shim_config_t *cfg = shim_config();
     pthread_once(&g_cuda_once, load_cuda);
     memcpy(g_limit, cfg->limit, sizeof g_limit);
+    if (UNLIKELY(cfg->fault & SHIM_FAULT_EXACT_FIT_REFUSED)) /* fault: reservations stop a byte short */
+        for (int i = 0; i < SHIM_MAX_DEVICES; i++)
+            if (g_limit[i] > 1) g_limit[i]--;
     g_mode = cfg->mode;
     __atomic_store_n(&g_cuda_ready, 1, __ATOMIC_RELEASE);
 }
@@ -949,7 +952,7 @@ static uint64_t nvml_share(nvmlDevice_t device, uint64_t *used) {
     unsigned int index;
     if (real_nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS || index >= SHIM_MAX_DEVICES) return 0;
     uint64_t limit = limit_of((int)index);
-    if (limit) *used = usage_of((int)index);
+    if (limit) *used = UNLIKELY(shim_config()->fault & SHIM_FAULT_SMI_IGNORES_USAGE) ? 0 : usage_of((int)index);
     return limit;
 }
 

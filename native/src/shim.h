@@ -24,6 +24,8 @@ typedef enum {
 #define SHIM_FAULT_LEAK_FREES 2u         /* frees are never credited back */
 #define SHIM_FAULT_NO_RECLAIM 4u         /* dead processes keep their memory */
 #define SHIM_FAULT_UNGUARDED_MANAGED 8u  /* cuMemAllocManaged is passed through unaccounted */
+#define SHIM_FAULT_EXACT_FIT_REFUSED 16u /* an allocation that fills the share to the byte is refused */
+#define SHIM_FAULT_SMI_IGNORES_USAGE 32u /* NVML (nvidia-smi) shows the share free whatever is held */
 
 /* The limit of a card the configuration gives none once any limit is given: a share of
  * one byte, so every allocation on it fails (fail closed, never "unlimited"). */

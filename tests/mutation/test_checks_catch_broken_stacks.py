@@ -129,6 +129,49 @@ CASES = [
         control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
     ),
     Case(
+        faults.EXACT_FIT_REFUSED,
+        "gpushare-device-plugin",
+        {
+            # The allocation that would fill the share to the byte is refused.
+            f"{ISOLATION}::test_all_that_a_process_is_told_is_free_can_be_allocated": r"alloc_all_told_free\[1 allocation\(s\)\]: all a process is told is free .*: exit 2: alloc \d+ bytes \(piece 1 of 1.* CUDA_ERROR_OUT_OF_MEMORY",
+        },
+        # 64 MiB short of what it is told is free, and one MiB past the share: unchanged.
+        control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
+    ),
+    Case(
+        faults.SMI_IGNORES_USAGE,
+        "gpushare-device-plugin",
+        {
+            # nvidia-smi shows nothing used while another process holds half the share.
+            f"{BUDGET}::test_another_process_sees_what_a_working_process_holds": r"smi_used_while_held: nvidia-smi's used while another process holds 1024 of 2048 MiB: 0 MiB",
+        },
+        # cuMemGetInfo still counts what the first process holds.
+        control=f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left",
+    ),
+    Case(
+        faults.SHARED_ACCOUNTING,
+        "gpushare-device-plugin",
+        {
+            # One accounting file for the node: each pod's processes count the other
+            # pod's (and, in another PID namespace, take them for dead), so a pod's
+            # budget is lifted past its share.
+            f"{ISOLATION}::test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget": r"pod_budget_apart\[budget-a, budget-b holding\]: .* granted \(exit 0\), want CUDA_ERROR_OUT_OF_MEMORY",
+        },
+        # One pod alone: its processes share a budget as they should.
+        control=f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left",
+    ),
+    Case(
+        faults.TWINS_AT_ONCE,
+        "gpushare-extender",
+        {
+            # Pods created together are bound at once; the kubelet admits them in its own
+            # order, and the device plugin serves one pod the cards recorded for another.
+            f"{BURST}::test_a_burst_that_fills_a_node_runs_and_overbooks_no_card": r"pod_sees_its_cards\[burst-\d+\]: burst-\d+ was recorded on card\(s\) \d+; nvidia-smi in it shows: \['GPU-[0-9a-f-]+'\], want \['GPU-[0-9a-f-]+'\]",
+        },
+        # Pods created one at a time: nothing else waits to be matched.
+        control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
+    ),
+    Case(
         faults.SCHEDULE_NOTHING,
         "gpushare-extender",
         {

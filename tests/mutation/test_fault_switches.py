@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from gpushare_stack import contract, faults
 from gpushare_stack.allocation import bind_annotations
 from gpushare_stack.deviceplugin import __main__ as plugin_main
+from gpushare_stack.deviceplugin.container_files import prepared_usage_file
 from gpushare_stack.deviceplugin.discovery import GpuCard
 from gpushare_stack.deviceplugin.matching import match_allocation
 from gpushare_stack.deviceplugin.plugin import DevicePlugin
@@ -176,6 +177,35 @@ def test_shim_faults_reach_the_container_env_with_the_fault_build_and_change_not
     assert mounts == sound_mounts
 
 
+# --------------------------------------------------------- shared-accounting
+def test_shared_accounting_gives_every_container_one_usage_file_and_its_own_limits(tmp_path):
+    state = extender(None)
+    pods = [bound(state, share_pod(name, 2, 1)) for name in ("a", "b")]
+
+    def files(fault: str | None) -> list[dict[str, str]]:
+        plugin = DevicePlugin(
+            node=NODE,
+            discover=lambda: [GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", V100_MIB) for i in range(4)],
+            kube=None,
+            fault=fault,
+            containers_dir=str(tmp_path / str(fault)),
+        )
+        (tmp_path / str(fault)).mkdir()
+        out = []
+        for pod in pods:
+            _env, mounts = plugin.allocation_environment(match_allocation([pod], NODE, 2, {}))
+            out.append({m.container_path: m.host_path for m in mounts})
+        return out
+
+    sound, broken = files(None), files(faults.SHARED_ACCOUNTING)
+    usage, limits_file = contract.CONTAINER_USAGE_FILE, contract.CONTAINER_LIMITS_FILE
+    assert sound[0][usage] != sound[1][usage], "each container has its own accounting"
+    assert broken[0][usage] == broken[1][usage] == str(tmp_path / faults.SHARED_ACCOUNTING / faults.SHARED_USAGE_NAME)
+    assert broken[0][limits_file] != broken[1][limits_file], "only the accounting is shared"
+    with open(broken[0][usage], "rb") as f:
+        assert f.read() == prepared_usage_file(), "prepared like any container's"
+
+
 # --------------------------------------------------------------- stale-view
 def test_stale_view_binds_a_burst_onto_the_same_card(monkeypatch):
     monkeypatch.setattr(faults, "STALE_VIEW_BIND_DELAY_S", 0.0)
@@ -290,6 +320,8 @@ def render(path: Path) -> list[dict]:
         (faults.UNEVEN_SPLIT, "Deployment", "gpushare-extender"),
         (faults.IGNORE_INTEGER_RULE, "Deployment", "gpushare-extender"),
         (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
+        (faults.SHARED_ACCOUNTING, "DaemonSet", "gpushare-device-plugin"),
+        (faults.TWINS_AT_ONCE, "Deployment", "gpushare-extender"),
         (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
         (faults.SCHEDULE_NOTHING, "Deployment", "gpushare-extender"),

@@ -33,7 +33,7 @@ from gpushare_conformance.summary import FAIL, INFO, PASS, build_summary, confor
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
 
 PHYSICAL_MIB = "16160"  # ci/local/inventory-default.yaml: V100-SXM2-16GB, as NVML reports it
-SINGLE_CARD_RULES = ("share_fits_card", "node_advertises", "bursts_not_overbooked", "capacity_returned")
+SINGLE_CARD_RULES = ("share_fits_card", "node_advertises", "capacity_returned")
 MULTI_CARD_RULES = ("multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards")
 ISOLATION_RULES = ("isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container")
 HOSTILE_RULES = ("hostile_environment", "hostile_accounting", "hostile_descendants")
@@ -106,6 +106,12 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert lines["card_count"].figure.startswith("1 card(s) visible, 2 expected"), lines["card_count"].figure
     assert lines["multi_gpu_share"].figure.startswith("1 card x ") and PHYSICAL_MIB in lines["multi_gpu_share"].figure
     assert lines["compute_shared"].status == INFO
+    # Pods created together: its device plugin serves them by bind order, which the
+    # kubelet's admission order need not follow. A known gap; when it shows, the figure
+    # is the card a pod got instead of its own.
+    burst = lines["bursts_not_overbooked"]
+    assert burst.known_gap and burst.status in (PASS, FAIL), (burst.status, burst.figure)
+    assert burst.status == PASS or "nvidia-smi in it shows" in burst.figure, burst.figure
     assert conformance_line(list(lines.values())).startswith("conforms to the seed: no (")
     assert "conforms to the seed: no" in child.stdout
 

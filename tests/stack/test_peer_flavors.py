@@ -73,6 +73,12 @@ class FakeCore:
 
     def create_namespaced_pod_binding(self, name, namespace, body, _preload_content=True):
         self.bindings.append((namespace, name, body.target.name))
+        if (namespace, name) in self.pods:
+            self.pods[(namespace, name)]["spec"]["nodeName"] = body.target.name
+
+    def list_pod_for_all_namespaces(self, field_selector="", _preload_content=True):
+        node = field_selector.removeprefix("spec.nodeName=")
+        return Reply({"items": [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName") == node]})
 
 
 def bind(state: ClusterState, p: dict[str, Any], node_name: str, core: FakeCore | None = None) -> dict[str, str]:
