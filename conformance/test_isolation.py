@@ -98,7 +98,7 @@ def test_all_that_a_process_is_told_is_free_can_be_allocated(suite):
 
 @pytest.mark.capacity(cards="all")
 def test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget(suite):
-    """Budgets across pods: two pods on the same cards, each holding most of its share at
+    """Budgets across pods: two pods on the same cards, each holding half its share at
     the same moment, both succeed; neither pod's holding lowers or lifts what the other
     may allocate, and one pod's process ending frees nothing of the other's budget."""
     cards = suite.profile.cards_for(len(suite.node.cards))
@@ -121,9 +121,11 @@ def test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget(su
     for name, obj, share in ((a, pod_a, first), (b, pod_b, second)):
         budgets[name] = card_totals_mib(suite.nvidia_smi_exec(name))[0]
         suite.expect(check_card_total(budgets[name], share, suite.physical_mib(obj, 0)))
-    held = {name: budget * 3 // 4 for name, budget in budgets.items()}
+    # Half of each budget: a stack that charges each process's CUDA context (HAMi's
+    # library, ~300 MiB on real cards) still leaves the holder and a second process room.
+    held = {name: budget // 2 for name, budget in budgets.items()}
     holders = {}
-    with allure.step(f"Both pods hold most of their share on card 0 at once: {held[a]} and {held[b]} MiB"):
+    with allure.step(f"Both pods hold half their share on card 0 at once: {held[a]} and {held[b]} MiB"):
         for name in (a, b):
             holders[name] = suite.start_holder(name, "holder", 0, held[name])
 
@@ -166,7 +168,7 @@ def test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget(su
         budget_holds(a, b, f"{b}'s holder killed")
     suite.info(
         "budgets_across_pods",
-        f"{a} held {held[a]} of {budgets[a]} MiB and {b} held {budgets[b] * 3 // 4} of {budgets[b]} MiB at once; "
+        f"{a} held {held[a]} of {budgets[a]} MiB and {b} held {budgets[b] // 2} of {budgets[b]} MiB at once; "
         "neither lowered or lifted the other's budget",
     )
 

@@ -217,7 +217,8 @@ def _read_json(call: Any, *args: Any) -> dict[str, Any] | None:
 
 def lock_is_live(core: Any, lock: NodeLock, now: float) -> bool:
     """Whether the holder still waits for its Allocate: younger than the TTL, and the
-    pod exists, is Pending and is still ``bind-phase=allocating``."""
+    pod exists, is Pending and is ``bind-phase=allocating``, or has no phase yet (its
+    bind is between taking the lock and writing the pod's annotations)."""
     if now - lock.since >= NODE_LOCK_TTL_S:
         return False
     holder = _read_json(core.read_namespaced_pod, lock.name, lock.namespace)
@@ -225,7 +226,7 @@ def lock_is_live(core: Any, lock: NodeLock, now: float) -> bool:
         return False
     if (holder.get("status") or {}).get("phase") not in (None, "Pending"):  # admitted, or refused by the kubelet
         return False
-    return ((holder.get("metadata") or {}).get("annotations") or {}).get(ANN_PHASE) == PHASE_ALLOCATING
+    return ((holder.get("metadata") or {}).get("annotations") or {}).get(ANN_PHASE) in (None, PHASE_ALLOCATING)
 
 
 CONFLICT_RETRIES = 8  # a node's resourceVersion moves with every kubelet status update
