@@ -173,6 +173,61 @@ def test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget(su
     )
 
 
+@pytest.mark.capacity(cards=2)
+def test_a_process_narrowed_to_one_card_is_charged_on_that_card(suite):
+    """One card per process: data-parallel training starts one rank per card, each with
+    CUDA_VISIBLE_DEVICES naming its card, so every rank's CUDA device 0 is another card.
+    Each is charged on the card it really uses, and each gets that card's share."""
+    per_card = 2
+    with allure.step(f"Run a pod with {per_card} GiB on each of 2 cards"):
+        pod = suite.submit_share_pod("one-card-each", per_card * 2, 2)
+        obj = suite.wait_running(pod)
+    totals = card_totals_mib(suite.nvidia_smi_exec(pod))
+    suite.expect(check_card_count(len(totals), 2))
+    for visible, total in sorted(totals.items()):
+        suite.expect(check_card_total(total, per_card, suite.physical_mib(obj, visible)))
+    budget = totals[1]
+    told = suite.told(pod, 1)
+    held = calibration.within_told(told.free_mib)
+    rank = {0: {"CUDA_VISIBLE_DEVICES": "0"}, 1: {"CUDA_VISIBLE_DEVICES": "1"}}
+    with allure.step(f"A rank narrowed to card 1 (CUDA_VISIBLE_DEVICES=1) holds {held} MiB on its device 0"):
+        suite.start_holder(pod, "rank1", 0, held, env=rank[1])
+    with allure.step(f"A rank narrowed to card 0 (CUDA_VISIBLE_DEVICES=0) gets card 0's share too: {held} MiB"):
+        ok = suite.probe(pod, 0, held, env=rank[0])
+        suite.expect(
+            v.exit_ok(
+                "narrowed_rank_gets_its_card",
+                ok.exit_status,
+                ok.output,
+                f"{held} MiB by the rank of card 0 while the rank of card 1 holds {held} MiB",
+            )
+        )
+    with allure.step("A process seeing both cards: card 1 has what the rank left, card 0 its whole share"):
+        suite.expect(
+            v.at_most(
+                "narrowed_rank_charged_on_its_card",
+                suite.told(pod, 1).free_mib,
+                budget - held,
+                "MiB",
+                f"card 1's free while its rank holds {held} of {budget} MiB",
+            )
+        )
+        card0 = suite.told(pod, 0)
+        suite.expect(calibration.share_usable("narrowed_rank_left_card_0", card0.free_mib, totals[0]))
+    over = budget - held + 1
+    with allure.step(f"Another rank of card 1 asking what is left plus 1 MiB ({over} MiB) fails with {OOM}"):
+        bad = suite.probe(pod, 0, over, env=rank[1])
+        suite.expect(
+            v.fails_with(
+                "narrowed_rank_past_share",
+                bad.exit_status,
+                bad.output,
+                OOM,
+                f"{over} MiB by a rank of card 1 while another holds {held} of {budget} MiB",
+            )
+        )
+
+
 # Every way a program can take device memory (gpushare-probe --api); each must be held
 # to the share, and a failure names the path.
 ALLOC_PATHS = ("alloc", "pitch", "managed", "async", "pool", "vmm")

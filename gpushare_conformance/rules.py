@@ -121,6 +121,10 @@ _RULES = (
             "alloc_past_share_oom",
             "alloc_within_share",
             "alloc_all_told_free",
+            "narrowed_rank_gets_its_card",
+            "narrowed_rank_charged_on_its_card",
+            "narrowed_rank_left_card_0",
+            "narrowed_rank_past_share",
             "share_usable",
             "past_share_below_physical",
             "no_overbooking",
@@ -361,6 +365,12 @@ CHECKS: dict[str, Check] = {
     ),
     "test_all_that_a_process_is_told_is_free_can_be_allocated": Check(
         "All that a process is told is free can be allocated, to the byte",
+        "isolation",
+        ("alloc_past_share_refused",),
+        "critical",
+    ),
+    "test_a_process_narrowed_to_one_card_is_charged_on_that_card": Check(
+        "A process narrowed to one card (CUDA_VISIBLE_DEVICES) is charged on that card",
         "isolation",
         ("alloc_past_share_refused",),
         "critical",

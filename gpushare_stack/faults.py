@@ -30,10 +30,19 @@ SCHEDULE_NOTHING = "schedule-nothing"
 EXACT_FIT_REFUSED = "exact-fit-refused"
 SMI_IGNORES_USAGE = "smi-ignores-usage"
 SHARED_ACCOUNTING = "shared-accounting"
+ORDINAL_CARDS = "ordinal-cards"
 TWINS_AT_ONCE = "twins-at-once"
 EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING, TWINS_AT_ONCE)
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
-SHIM_FAULTS = (PER_PROCESS_BUDGET, LEAK_FREES, NO_RECLAIM, UNGUARDED_MANAGED, EXACT_FIT_REFUSED, SMI_IGNORES_USAGE)
+SHIM_FAULTS = (
+    PER_PROCESS_BUDGET,
+    LEAK_FREES,
+    NO_RECLAIM,
+    UNGUARDED_MANAGED,
+    EXACT_FIT_REFUSED,
+    SMI_IGNORES_USAGE,
+    ORDINAL_CARDS,
+)
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, *SHIM_FAULTS)
 # shared-accounting: the one accounting file every container of the node is given.
 SHARED_USAGE_NAME = "shared-accounting-usage"
@@ -64,7 +73,8 @@ DEVICE_PLUGIN_HELP = (
     f"killed process, {UNGUARDED_MANAGED} lets cuMemAllocManaged past the limit, "
     f"{EXACT_FIT_REFUSED} refuses an allocation that fills the share to the byte, "
     f"{SMI_IGNORES_USAGE} makes NVML (nvidia-smi) show the share free whatever the container "
-    f"holds; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
+    f"holds, {ORDINAL_CARDS} charges a process's CUDA device N to container card N whatever "
+    f"CUDA_VISIBLE_DEVICES says; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
     "pods on a card draw from one budget (default: no fault)"
 )
 
@@ -120,7 +130,7 @@ def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareReques
 
 def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
     """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``,
-    ``unguarded-managed``, ``exact-fit-refused``, ``smi-ignores-usage``): the container env with the fault build of the shim (the
+    ``unguarded-managed``, ``exact-fit-refused``, ``smi-ignores-usage``, ``ordinal-cards``): the container env with the fault build of the shim (the
     shipped one has no fault switch) and ``GPUSHARE_SHIM_FAULT``, which it reads at start
     and announces on stderr as ``FAULT INJECTED``."""
     return {**env, contract.ENV_LD_PRELOAD: contract.SHIM_FAULTS_PATH, SHIM_FAULT_ENV: fault}

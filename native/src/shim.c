@@ -260,7 +260,7 @@ static void map_by_bus_id(void) {
 static void build_device_map(void) {
     for (int i = 0; i < SHIM_MAX_DEVICES; i++) g_card_of[i] = -1;
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    if (!cvd) {
+    if (!cvd || UNLIKELY(shim_config()->fault & SHIM_FAULT_ORDINAL_CARDS)) { /* fault: CUDA's ordinal taken as the card */
         for (int i = 0; i < SHIM_MAX_DEVICES; i++) g_card_of[i] = i;
         return;
     }

@@ -10,7 +10,7 @@
  *   GPUSHARE_USAGE_FILE        shared accounting file (default /tmp/.gpushare-usage)
  *   GPUSHARE_SHIM_FAULT        a deliberate fault, comma list of per-process-budget,
  *                              leak-frees, no-reclaim, unguarded-managed, exact-fit-refused,
- *                              smi-ignores-usage: read only by the fault
+ *                              smi-ignores-usage, ordinal-cards: read only by the fault
  *                              build (SHIM_WITH_FAULTS, libgpushare-shim-faults.so, which the device
  *                              plugin uses under --fault); the shipped library ignores it
  * A malformed value refuses the whole configuration: never a silent "unlimited".  Once any
@@ -100,6 +100,7 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                 {"unguarded-managed", SHIM_FAULT_UNGUARDED_MANAGED},
                 {"exact-fit-refused", SHIM_FAULT_EXACT_FIT_REFUSED},
                 {"smi-ignores-usage", SHIM_FAULT_SMI_IGNORES_USAGE},
+                {"ordinal-cards", SHIM_FAULT_ORDINAL_CARDS},
             };
             const char *p = value;
             while (*p) {
@@ -108,8 +109,8 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                 for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
                     if (strlen(known[k].name) == len && strncmp(p, known[k].name, len) == 0) bit = known[k].bit;
                 if (!bit) {
-                    refuse(cfg, name, value, "expected per-process-budget, leak-frees, no-reclaim, unguarded-managed, exact-fit-refused or "
-                                            "smi-ignores-usage");
+                    refuse(cfg, name, value, "expected per-process-budget, leak-frees, no-reclaim, unguarded-managed, exact-fit-refused, "
+                                            "smi-ignores-usage or ordinal-cards");
                     break;
                 }
                 cfg->fault |= bit;

@@ -90,12 +90,13 @@ static void reclaim_dead(void) {
 /* Say once on stderr that a fault is on, so no one mistakes the shim for a sound one. */
 static void announce_fault(unsigned fault) {
     char line[256];
-    int n = snprintf(line, sizeof line, "gpushare-shim: FAULT INJECTED: GPUSHARE_SHIM_FAULT=%s%s%s%s%s%s (never use in production)\n",
+    int n = snprintf(line, sizeof line, "gpushare-shim: FAULT INJECTED: GPUSHARE_SHIM_FAULT=%s%s%s%s%s%s%s (never use in production)\n",
                      fault & SHIM_FAULT_PER_PROCESS_BUDGET ? "per-process-budget," : "",
                      fault & SHIM_FAULT_LEAK_FREES ? "leak-frees," : "", fault & SHIM_FAULT_NO_RECLAIM ? "no-reclaim," : "",
                      fault & SHIM_FAULT_UNGUARDED_MANAGED ? "unguarded-managed," : "",
                      fault & SHIM_FAULT_EXACT_FIT_REFUSED ? "exact-fit-refused," : "",
-                     fault & SHIM_FAULT_SMI_IGNORES_USAGE ? "smi-ignores-usage," : "");
+                     fault & SHIM_FAULT_SMI_IGNORES_USAGE ? "smi-ignores-usage," : "",
+                     fault & SHIM_FAULT_ORDINAL_CARDS ? "ordinal-cards," : "");
     if (n > 0) {
         ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;

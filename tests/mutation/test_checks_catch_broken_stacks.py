@@ -149,6 +149,16 @@ CASES = [
         control=f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left",
     ),
     Case(
+        faults.ORDINAL_CARDS,
+        "gpushare-device-plugin",
+        {
+            # The rank of card 1 is charged on card 0: the rank of card 0 finds its share taken.
+            f"{ISOLATION}::test_a_process_narrowed_to_one_card_is_charged_on_that_card": r"narrowed_rank_gets_its_card: \d+ MiB by the rank of card 0 while the rank of card 1 holds \d+ MiB: exit 2: .*CUDA_ERROR_OUT_OF_MEMORY",
+        },
+        # Processes that see both cards: CUDA's ordinals are the container's cards.
+        control=f"{ISOLATION}::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory",
+    ),
+    Case(
         faults.SHARED_ACCOUNTING,
         "gpushare-device-plugin",
         {
