@@ -54,8 +54,11 @@ class Binder:
             self._create_binding(namespace, name, uid, node)
             return None
         flavor = self.state.flavor
-        if self.state.fault == faults.TWINS_AT_ONCE:
-            log.warning("FAULT INJECTED: twins-at-once: binding %s/%s without waiting for its twins", namespace, name)
+        if self.state.fault in (faults.TWINS_AT_ONCE, faults.STALE_VIEW):
+            # Faults of a stack whose binds run at once, each on its own view of the node.
+            log.warning(
+                "FAULT INJECTED: %s: binding %s/%s without waiting for its twins", self.state.fault, namespace, name
+            )
         else:
             flavor.lock_node(self.core, pod, node)
         try:

@@ -3,6 +3,13 @@ only this cluster's: those that came after `up` (the record) or name its CNI net
 
 from __future__ import annotations
 
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from gpushare_conformance.fixtures.providers.local import hostclean
 from gpushare_conformance.fixtures.providers.local.hostclean import cluster_chains, without_cluster_chains
 
 NET = "gpushare-local"
@@ -61,3 +68,29 @@ def test_nothing_to_remove_leaves_text_alone() -> None:
     text = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -i lo -j ACCEPT\nCOMMIT\n"
     kept, removed = without_cluster_chains(text, set(), NET)
     assert removed == 0 and kept == text
+
+
+def test_kill_strays_stops_our_components_left_by_an_interrupted_run_and_no_one_elses(tmp_path):
+    """A component started by a run killed half-way (no pid file names it) is found by
+    its command line pointing into our state directory; another cluster's is not."""
+    ours, theirs = tmp_path / "state-ours", tmp_path / "state-theirs"
+    sleep = shutil.which("sleep")
+    # argv[0] set to a path in the state directory, as `containerd --config <state>/...` carries it
+    stray = subprocess.Popen(["bash", "-c", f"exec -a {ours}/bin/containerd {sleep} 60"])
+    other = subprocess.Popen(["bash", "-c", f"exec -a {theirs}/bin/containerd {sleep} 60"])
+    unrelated = subprocess.Popen(["bash", "-c", f"exec -a {ours}/bin/not-a-component {sleep} 60"])
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not all(
+            Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(str(tmp_path).encode())
+            for p in (stray, other, unrelated)
+        ):
+            time.sleep(0.05)
+        killed = hostclean.kill_strays(str(ours), ("containerd", "kubelet"), grace=2.0)
+        assert killed == [stray.pid]
+        assert stray.wait(timeout=5) == -signal.SIGTERM
+        assert other.poll() is None and unrelated.poll() is None, "another state dir, or not a component"
+    finally:
+        for p in (stray, other, unrelated):
+            p.kill()
+            p.wait()
