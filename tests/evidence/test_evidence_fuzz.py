@@ -107,6 +107,7 @@ RUNS = st.tuples(st.sampled_from(["9", " ", "x", "|", ",", "\t", "0.", "name: ",
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=200)
 # what a number may turn into: non-ASCII digits, too many digits, a float's overflow, nothing
 NUMBER_EDITS = ["{}\u00b2", "\u00b2", "\u0663{}", "\uff15", "9" * 5000, "{}" * 3, "{}e400", "-{}", "{}.", ".{}", ""]
+STRETCH_CHARS = 200_000
 _TOKEN = re.compile(r"[0-9]+|[A-Za-z]+|\s+|[^0-9A-Za-z\s]")
 
 
@@ -120,8 +121,8 @@ def _edit_token(draw, token: str) -> str:
         return draw(st.sampled_from(NUMBER_EDITS)).replace("{}", token)
     if kind == "token":
         return draw(st.sampled_from(TOKENS))
-    if kind == "stretch":
-        return token * draw(st.integers(2, 5000))
+    if kind == "stretch":  # repeated, to at most STRETCH_CHARS (a long run stretched would take gigabytes)
+        return token * draw(st.integers(2, max(2, min(5000, STRETCH_CHARS // max(len(token), 1)))))
     return draw(any_text)
 
 
