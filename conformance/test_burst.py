@@ -19,11 +19,44 @@ pytestmark = [pytest.mark.e2e, pytest.mark.lifecycle, pytest.mark.disruptive]
 
 # The cards a pod sees, by the identity NVML gives them.
 CARD_QUERY = ("--query-gpu=index,uuid", "--format=csv,nounits")
+# Rounds of whole-card twins: each round is a chance for a stack that confuses pods
+# created together to show it (the confusion is a race).
+TWIN_ROUNDS = 3
 
 
 def _share_that_divides(card_gib: int) -> int:
     """The share of each burst pod: a card holds a whole number of them (several if it can)."""
     return next((card_gib // k for k in (3, 2) if card_gib % k == 0 and card_gib // k >= 1), card_gib)
+
+
+def _expect_own_cards(suite, node: str, running: dict[str, dict]) -> None:
+    """Per pod, the cards recorded for it (mapped to NVML UUIDs) are the cards nvidia-smi in it shows."""
+    gpus, source = suite.nvml_gpus(node)
+    uuid_of = {str(g.index): g.uuid for g in gpus} | {g.uuid: g.uuid for g in gpus if g.uuid}
+    for name, obj in running.items():
+        recorded = suite.allocated_cards(obj)
+        want = sorted(uuid_of.get(str(card)) or f"card {card} (unknown to NVML: {source})" for card in recorded)
+        seen = suite.nvidia_smi_exec(name, CARD_QUERY)
+        got = sorted(g.uuid or f"card {g.index} without a UUID" for g in seen.gpus)
+        suite.expect(
+            v.equal(
+                f"pod_sees_its_cards[{name}]",
+                want,
+                got,
+                f"{name} was recorded on card(s) {', '.join(map(str, recorded))}; nvidia-smi in it shows",
+            )
+        )
+
+
+def _twins_of_a_whole_card(suite, node, card_gib: int, round_: int) -> None:
+    """One pod per card, all asking a whole card, created together: pods the device
+    plugin cannot tell apart by their request, each on a card of its own, so a pod
+    served another's Allocate sees the wrong card whichever two are confused."""
+    names = [f"twin-{round_}-{i}" for i in range(len(node.cards))]
+    suite.submit_share_pods_on_at_once(node.node, names, card_gib, None)
+    running = {name: suite.wait_running(name) for name in names}
+    _expect_own_cards(suite, node.node, running)
+    suite.delete_pods(names)
 
 
 def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
@@ -34,6 +67,12 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
     card_gib = sizes.pop()
     share = _share_that_divides(card_gib)
     count = len(node.cards) * (card_gib // share)
+    with allure.step(
+        f"{TWIN_ROUNDS} x: {len(node.cards)} pods of a whole card ({card_gib} GiB) created together, "
+        "each sees the card recorded for it"
+    ):
+        for round_ in range(TWIN_ROUNDS):
+            _twins_of_a_whole_card(suite, node, card_gib, round_)
     burst = [f"burst-{i}" for i in range(count)]
     with allure.step(
         f"Submit {count} pods of {share} GiB at once: together they fill the {len(node.cards)} "
@@ -73,21 +112,7 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
             )
         )
     with allure.step("Created together, each pod sees exactly the cards the stack recorded for it"):
-        gpus, source = suite.nvml_gpus(node.node)
-        uuid_of = {str(g.index): g.uuid for g in gpus} | {g.uuid: g.uuid for g in gpus if g.uuid}
-        for name, obj in running.items():
-            recorded = suite.allocated_cards(obj)
-            want = sorted(uuid_of.get(str(card)) or f"card {card} (unknown to NVML: {source})" for card in recorded)
-            seen = suite.nvidia_smi_exec(name, CARD_QUERY)
-            got = sorted(g.uuid or f"card {g.index} without a UUID" for g in seen.gpus)
-            suite.expect(
-                v.equal(
-                    f"pod_sees_its_cards[{name}]",
-                    want,
-                    got,
-                    f"{name} was recorded on card(s) {', '.join(map(str, recorded))}; nvidia-smi in it shows",
-                )
-            )
+        _expect_own_cards(suite, node.node, running)
     if suite.profile.inspect_path:
         with allure.step("The extender's inspect agrees: each card's used is what the pods booked, within its total"):
             data = suite.inspect()

@@ -182,7 +182,14 @@ _RULES = (
         "Prerequisites",
         "isolation",
         "normal",
-        ("advertised_gpu_count", "advertised_gpu_mem", "node_cards_annotation"),
+        (
+            "advertised_gpu_count",
+            "advertised_gpu_mem",
+            "node_cards_annotation",
+            "lost_card_not_advertised",
+            "no_pod_on_lost_card",
+            "card_back_advertised",
+        ),
     ),
     Rule(
         "one_budget_per_container",
@@ -442,6 +449,13 @@ CHECKS: dict[str, Check] = {
         "A burst that fills a node exactly runs, over-books no card, and one more stays Pending",
         "isolation",
         ("bursts_not_overbooked",),
+        "critical",
+    ),
+    # test_sick_card.py
+    "test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod": Check(
+        "A card that falls off the bus leaves what the node advertises and gets no new pod",
+        "isolation",
+        ("node_advertises",),
         "critical",
     ),
     # test_multinode.py

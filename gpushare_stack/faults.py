@@ -32,6 +32,7 @@ SMI_IGNORES_USAGE = "smi-ignores-usage"
 SHARED_ACCOUNTING = "shared-accounting"
 ORDINAL_CARDS = "ordinal-cards"
 TWINS_AT_ONCE = "twins-at-once"
+BLIND_TO_HEALTH = "blind-to-health"
 EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING, TWINS_AT_ONCE)
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
 SHIM_FAULTS = (
@@ -43,7 +44,7 @@ SHIM_FAULTS = (
     SMI_IGNORES_USAGE,
     ORDINAL_CARDS,
 )
-DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, *SHIM_FAULTS)
+DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_FAULTS)
 # shared-accounting: the one accounting file every container of the node is given.
 SHARED_USAGE_NAME = "shared-accounting-usage"
 SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
@@ -75,7 +76,8 @@ DEVICE_PLUGIN_HELP = (
     f"{SMI_IGNORES_USAGE} makes NVML (nvidia-smi) show the share free whatever the container "
     f"holds, {ORDINAL_CARDS} charges a process's CUDA device N to container card N whatever "
     f"CUDA_VISIBLE_DEVICES says; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
-    "pods on a card draw from one budget (default: no fault)"
+    f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
+    "falls off the bus stays Healthy and advertised (default: no fault)"
 )
 
 

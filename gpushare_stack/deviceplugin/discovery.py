@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 import pynvml
 
 MIB = 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class DiscoveryError(RuntimeError):
@@ -28,9 +31,22 @@ class GpuCard:
         return self.memory_mib // 1024
 
 
+def _card(handle: object) -> GpuCard:
+    name = pynvml.nvmlDeviceGetName(handle)
+    uuid = pynvml.nvmlDeviceGetUUID(handle)
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return GpuCard(
+        index=pynvml.nvmlDeviceGetIndex(handle),
+        uuid=uuid.decode() if isinstance(uuid, bytes) else uuid,
+        name=name.decode() if isinstance(name, bytes) else name,
+        memory_mib=int(memory.total) // MIB,
+    )
+
+
 def discover() -> list[GpuCard]:
     """Every card NVML reports now. Initialises and shuts NVML down each call, so a
-    changed inventory (or a card that fell off the bus) shows on the next poll."""
+    changed inventory (or a card that fell off the bus) shows on the next poll. A card
+    NVML cannot reach (``GPU is lost`` and the like) is left out, the others kept."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -38,18 +54,10 @@ def discover() -> list[GpuCard]:
     try:
         cards = []
         for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            cards.append(
-                GpuCard(
-                    index=pynvml.nvmlDeviceGetIndex(handle),
-                    uuid=uuid.decode() if isinstance(uuid, bytes) else uuid,
-                    name=name.decode() if isinstance(name, bytes) else name,
-                    memory_mib=int(memory.total) // MIB,
-                )
-            )
+            try:
+                cards.append(_card(pynvml.nvmlDeviceGetHandleByIndex(i)))
+            except pynvml.NVMLError as exc:
+                log.warning("card %d: %s; left out", i, exc)
         return cards
     except pynvml.NVMLError as exc:
         raise DiscoveryError(f"gpushare: NVML query failed: {exc}") from None

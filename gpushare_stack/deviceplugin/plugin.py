@@ -107,6 +107,8 @@ class DevicePlugin:
     def poll_health(self) -> bool:
         """Re-read NVML; a card that is gone (or NVML failing) turns Unhealthy.
         Returns whether anything changed."""
+        if self.fault == faults.BLIND_TO_HEALTH:
+            return False
         try:
             present = {c.uuid for c in self._discover()}
         except DiscoveryError as exc:

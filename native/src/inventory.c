@@ -8,6 +8,7 @@
  *       memory_mib: 16160
  *       uuid: GPU-...                # optional
  *       pci_bus_id: 00000000:00:07.0 # optional
+ *       lost: true                   # optional: fallen off the bus (NVML_ERROR_GPU_IS_LOST)
  *     - model: A100-SXM4-40GB        # a profile of gpu-models.yaml; fields override it
  *
  * Anything else is an error that names the file, line and field, never a silent
@@ -121,10 +122,11 @@ static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g
         int r = model_field_parse(own, ctx, key, vn, c->path, c->err, c->errlen);
         if (r < 0) return -1;
         if (r > 0) continue;
-        if (strcmp(key, "model") != 0 && strcmp(key, "uuid") != 0 && strcmp(key, "pci_bus_id") != 0)
+        if (strcmp(key, "model") != 0 && strcmp(key, "uuid") != 0 && strcmp(key, "pci_bus_id") != 0 &&
+            strcmp(key, "lost") != 0)
             return fail(c->err, c->errlen, c->path, inv_line(yaml_document_get_node(c->doc, p->key)),
-                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id or a profile field: %s)", ctx, key,
-                        model_field_names());
+                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id, lost or a profile field: %s)", ctx,
+                        key, model_field_names());
         const char *value = inv_scalar(vn);
         if (!value) return fail(c->err, c->errlen, c->path, line, "%s.%s: expected a single value", ctx, key);
         if (strcmp(key, "model") == 0) {
@@ -140,6 +142,10 @@ static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g
             if (normalise_bus_id(value, g->pci_bus_id, sizeof g->pci_bus_id) != 0)
                 return fail(c->err, c->errlen, c->path, line,
                             "%s.pci_bus_id: expected 'DDDDDDDD:BB:DD.F' (hex), got '%s'", ctx, value);
+        } else if (strcmp(key, "lost") == 0) {
+            if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+                return fail(c->err, c->errlen, c->path, line, "%s.lost: expected true or false, got '%s'", ctx, value);
+            g->lost = strcmp(value, "true") == 0;
         }
     }
     *has_model = profile != NULL;

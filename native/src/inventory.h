@@ -23,6 +23,7 @@ typedef struct {
     char pci_bus_id[INV_BUSID_LEN]; /* "00000000:00:07.0" */
     unsigned int physical_index;     /* index in the inventory file = minor number */
     gpu_model_t model;               /* the card's profile, inventory overrides applied */
+    int lost;                        /* fallen off the bus: NVML counts it but gives no handle */
 } inv_gpu_t;
 
 typedef struct {

@@ -114,11 +114,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) { return nvmlDeviceGetCount_v2(deviceCount); }
 
+/* A lost card is counted, as by a real driver, but gives no handle.  The handle is
+ * still written (NVML leaves it unspecified on error) and answers only its PCI info:
+ * the mock nvidia-smi names the card by it, as the real tool asks the driver. */
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
     if (!nvml_initialised()) return NVML_ERROR_UNINITIALIZED;
     if (!device || index >= nvml_view()->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
     *device = nvml_handle(index);
-    return NVML_SUCCESS;
+    return nvml_view()->gpus[index].lost ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
     return nvmlDeviceGetHandleByIndex_v2(index, device);
@@ -128,12 +131,13 @@ static void serial_of(const inv_gpu_t *gpu, char *buf, size_t len) {
     snprintf(buf, len, "%013u", 1320000000u + gpu->physical_index);
 }
 
-/* Find a card by a string key; NOT_FOUND when no card has it. */
+/* Find a card by a string key; NOT_FOUND when no card has it, GPU_IS_LOST for a lost one. */
 static nvmlReturn_t find_device(const char *key, nvmlDevice_t *device, int (*same)(const inv_gpu_t *, const char *)) {
     if (!nvml_initialised()) return NVML_ERROR_UNINITIALIZED;
     if (!key || !device) return NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned int i = 0; i < nvml_view()->gpu_count; i++)
         if (same(&nvml_view()->gpus[i], key)) {
+            if (nvml_view()->gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
             *device = nvml_handle(i);
             return NVML_SUCCESS;
         }
@@ -266,7 +270,7 @@ static void fill_pci(const inv_gpu_t *gpu, nvmlPciInfo_t *out) {
 #define PCI_V2_SIZE (offsetof(nvmlPciInfo_t, busId) + 16)
 
 static nvmlReturn_t get_pci(nvmlDevice_t device, nvmlPciInfo_t *pci, size_t size) {
-    CHECK_DEVICE(device, gpu);
+    CHECK_HANDLE(device, gpu); /* known from the bus scan, so a lost card keeps it */
     CHECK_OUT(pci);
     nvmlPciInfo_t full;
     fill_pci(gpu, &full);

@@ -3,7 +3,8 @@
  * default table follows the real tool's layout for the driver generation NVML
  * reports: <450 and 450-529 (79 columns), 530-549 (89), 550-579 (91), 580+ (91 with
  * a "+---+" rule under the header), 610+ (KMD/UMD header).  The Processes table lists
- * the compute processes NVML reports (the mock CUDA's node-wide process table). */
+ * the compute processes NVML reports (the mock CUDA's node-wide process table).  A card
+ * NVML calls lost is reported on stderr and left out, the other cards shown (exit 15). */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <nvml.h>
 
@@ -36,8 +37,11 @@ static const layout_t *layout_for(const char *driver) {
     return &LAYOUTS[0];
 }
 
-/* Exit codes of the real tool. */
-enum { RC_OK = 0, RC_INVALID_ARG = 2, RC_NOT_SUPPORTED = 3, RC_QUERY_FAILED = 6, RC_DRIVER = 9, RC_OTHER = 255 };
+/* Exit codes of the real tool (15: a GPU has fallen off the bus or is otherwise inaccessible). */
+enum {
+    RC_OK = 0, RC_INVALID_ARG = 2, RC_NOT_SUPPORTED = 3, RC_QUERY_FAILED = 6, RC_DRIVER = 9, RC_GPU_LOST = 15,
+    RC_OTHER = 255
+};
 
 static int fail_nvml(const char *what, nvmlReturn_t rc) {
     fprintf(stderr, "%s: %s\n", what, nvmlErrorString(rc));
@@ -117,6 +121,22 @@ static nvmlReturn_t collect(unsigned int i, gpu_view_t *g) {
     return NVML_SUCCESS;
 }
 
+/* Say on stderr, in the real tool's words, which cards NVML calls lost; how many.  The
+ * mock NVML still writes a lost card's handle, which answers its PCI info (the bus id). */
+static unsigned int report_lost(unsigned int count) {
+    unsigned int lost = 0;
+    for (unsigned int i = 0; i < count; i++) {
+        nvmlDevice_t d = NULL;
+        nvmlPciInfo_t pci = {0};
+        if (nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_ERROR_GPU_IS_LOST) continue;
+        if (!d || nvmlDeviceGetPciInfo_v3(d, &pci) != NVML_SUCCESS) snprintf(pci.busId, sizeof pci.busId, "N/A");
+        fprintf(stderr, "Unable to determine the device handle for GPU%s: %s.  Reboot the system to recover this GPU\n",
+                pci.busId, nvmlErrorString(NVML_ERROR_GPU_IS_LOST));
+        lost++;
+    }
+    return lost;
+}
+
 static void timestamp_line(void) {
     char buf[64];
     time_t now = time(NULL);
@@ -169,6 +189,8 @@ static int print_table(void) {
         printf("No devices were found\n");
         return RC_QUERY_FAILED;
     }
+    unsigned int lost = report_lost(count);
+    if (lost == count) return RC_GPU_LOST;
     char cuda_s[16] = "N/A";
     if (nvmlSystemGetCudaDriverVersion_v2(&cuda) == NVML_SUCCESS && cuda > 0)
         snprintf(cuda_s, sizeof cuda_s, "%d.%d", cuda / 1000, (cuda % 1000) / 10);
@@ -199,7 +221,8 @@ static int print_table(void) {
 
     for (unsigned int i = 0; i < count; i++) {
         gpu_view_t g;
-        if ((rc = collect(i, &g)) != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
+        if ((rc = collect(i, &g)) == NVML_ERROR_GPU_IS_LOST) continue;
+        if (rc != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
         char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE + 4], used[32], total[32];
         name_cell(L, g.name, name, sizeof name);
         snprintf(used, sizeof used, "%llu", g.mem.used >> 20);
@@ -236,7 +259,7 @@ static int print_table(void) {
     rule(L, '|', '=', 0, '|');
     if (print_processes(L, count) == 0) full_line(L, "  No running processes found");
     rule(L, '+', '-', 0, '+');
-    return RC_OK;
+    return lost ? RC_GPU_LOST : RC_OK;
 }
 
 static int list_gpus(void) {
@@ -247,12 +270,14 @@ static int list_gpus(void) {
         printf("No devices were found\n");
         return RC_QUERY_FAILED;
     }
+    unsigned int lost = report_lost(count);
     for (unsigned int i = 0; i < count; i++) {
         gpu_view_t g;
-        if ((rc = collect(i, &g)) != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
+        if ((rc = collect(i, &g)) == NVML_ERROR_GPU_IS_LOST) continue;
+        if (rc != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
         printf("GPU %u: %s (UUID: %s)\n", i, g.name, g.uuid);
     }
-    return RC_OK;
+    return lost ? RC_GPU_LOST : RC_OK;
 }
 
 /* ---- --query-gpu ---------------------------------------------------------------- */
@@ -330,6 +355,7 @@ static int query_gpu(const char *fields_arg, const char *format_arg) {
     nvmlReturn_t rc;
     if ((rc = nvmlSystemGetDriverVersion(driver, sizeof driver)) != NVML_SUCCESS) return fail_nvml("Failed to get driver version", rc);
     if ((rc = nvmlDeviceGetCount_v2(&count)) != NVML_SUCCESS) return fail_nvml("Failed to get device count", rc);
+    unsigned int lost = report_lost(count);
     if (header) {
         for (int j = 0; j < n; j++) {
             printf("%s%s", j ? ", " : "", list[j]->name);
@@ -339,7 +365,8 @@ static int query_gpu(const char *fields_arg, const char *format_arg) {
     }
     for (unsigned int i = 0; i < count; i++) {
         gpu_view_t g;
-        if ((rc = collect(i, &g)) != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
+        if ((rc = collect(i, &g)) == NVML_ERROR_GPU_IS_LOST) continue;
+        if (rc != NVML_SUCCESS) return fail_nvml("Failed to query GPU", rc);
         nvmlDevice_t d;
         nvmlDeviceGetHandleByIndex_v2(i, &d);
         for (int j = 0; j < n; j++) {
@@ -366,7 +393,7 @@ static int query_gpu(const char *fields_arg, const char *format_arg) {
         }
         printf("\n");
     }
-    return RC_OK;
+    return lost ? RC_GPU_LOST : RC_OK;
 }
 
 static void usage(const char *driver) {

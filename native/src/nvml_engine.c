@@ -25,6 +25,8 @@ static nvmlReturn_t load_locked(void) {
 nvmlReturn_t nvml_engine_init(void) {
     nvmlReturn_t rc = NVML_SUCCESS;
     pthread_mutex_lock(&g_lock);
+    /* Read the file again on every first reference: a long-lived process that inits
+     * per poll (the device plugin) sees a card fall off the bus, or come back. */
     if (g_refcount == 0) rc = load_locked();
     if (rc == NVML_SUCCESS) __atomic_add_fetch(&g_refcount, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_lock);

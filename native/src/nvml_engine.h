@@ -35,11 +35,16 @@ NVML_HIDDEN nvmlReturn_t nvml_copy_string(char *dst, unsigned int length, const 
 /* Device used bytes from the node's process table (what processes hold). */
 NVML_HIDDEN unsigned long long nvml_used_bytes(const inv_gpu_t *gpu);
 
-/* Start of every device query: init, then the handle. */
-#define CHECK_DEVICE(dev, gpu)                           \
+/* Start of a query that a lost card still answers (its PCI info): init, then the handle. */
+#define CHECK_HANDLE(dev, gpu)                           \
     if (!nvml_initialised()) return NVML_ERROR_UNINITIALIZED; \
     const inv_gpu_t *gpu = nvml_gpu(dev);                \
     if (!gpu) return NVML_ERROR_INVALID_ARGUMENT
+
+/* Start of every other device query: a card that fell off the bus answers nothing. */
+#define CHECK_DEVICE(dev, gpu) \
+    CHECK_HANDLE(dev, gpu);    \
+    if (gpu->lost) return NVML_ERROR_GPU_IS_LOST
 
 /* ... then the output pointers. */
 #define CHECK_OUT(...)                                                       \

@@ -206,6 +206,20 @@ def test_shared_accounting_gives_every_container_one_usage_file_and_its_own_limi
         assert f.read() == prepared_usage_file(), "prepared like any container's"
 
 
+# ------------------------------------------------------------ blind-to-health
+@pytest.mark.parametrize("fault", [None, faults.BLIND_TO_HEALTH])
+def test_blind_to_health_keeps_a_lost_card_healthy(fault):
+    cards = [GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", V100_MIB) for i in range(4)]
+    present = list(cards)
+    plugin = DevicePlugin(node=NODE, discover=lambda: list(present), kube=None, fault=fault)
+    present.pop(0)  # card 0 falls off the bus
+    changed = plugin.poll_health()
+    if fault is None:
+        assert changed and plugin.healthy == {"GPU-0": False, "GPU-1": True, "GPU-2": True, "GPU-3": True}
+    else:
+        assert not changed and all(plugin.healthy.values())
+
+
 # --------------------------------------------------------------- stale-view
 def test_stale_view_binds_a_burst_onto_the_same_card(monkeypatch):
     monkeypatch.setattr(faults, "STALE_VIEW_BIND_DELAY_S", 0.0)
@@ -321,6 +335,7 @@ def render(path: Path) -> list[dict]:
         (faults.IGNORE_INTEGER_RULE, "Deployment", "gpushare-extender"),
         (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
         (faults.SHARED_ACCOUNTING, "DaemonSet", "gpushare-device-plugin"),
+        (faults.BLIND_TO_HEALTH, "DaemonSet", "gpushare-device-plugin"),
         (faults.TWINS_AT_ONCE, "Deployment", "gpushare-extender"),
         (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),

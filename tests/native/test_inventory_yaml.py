@@ -173,6 +173,33 @@ def test_a_model_alone_describes_a_card(tmp_path, native_root, driver, totals):
     assert [f"total_bytes={t << 20}" in line for t, line in zip(totals, raw.splitlines(), strict=True)] == [True] * 3
 
 
+LOST = r"""
+import json, pynvml
+pynvml.nvmlInit()
+lost = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    try:
+        pynvml.nvmlDeviceGetHandleByIndex(i)
+        lost.append(False)
+    except pynvml.NVMLError_GpuIsLost:
+        lost.append(True)
+print(json.dumps(lost))
+"""
+
+
+def test_lost_reads_alike_in_c_and_python_and_survives_the_container_view(tmp_path, native_root):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(
+        'driver_version: "470.82.01"\ngpus:\n  - {model: T4, lost: true}\n  - {model: T4, lost: false}\n  - model: T4\n'
+    )
+    assert [g["lost"] for g in load_inventory(path)["gpus"]] == [True, False, False]
+    assert [card.lost for card in cards_from_inventory(load_inventory(path))] == [True, False, False]
+    env = env_for(path, native_root)
+    assert json.loads(run([PYTHON, "-c", LOST], env).stdout) == [True, False, False]
+    view = json.loads(run([PYTHON, "-c", LOST], dict(env, NVIDIA_VISIBLE_DEVICES="2,0")).stdout)
+    assert view == [False, True]  # the physical card 0, renumbered 1, is still lost
+
+
 def test_the_default_inventory_is_unchanged(native_root):
     path = REPO / "ci" / "local" / "inventory-default.yaml"
     c = c_view(path, native_root)
@@ -216,6 +243,15 @@ BAD = [
         ':3: gpus[0].compute_capability: expected "MAJOR.MINOR" like "7.0", got \'seven\'',
     ),
     ('driver_version: "470"\ngpus:\n  - {model: T4, mig: yes}\n', ":3: gpus[0].mig: expected true or false, got 'yes'"),
+    (
+        'driver_version: "470"\ngpus:\n  - {model: T4, lost: yes}\n',
+        ":3: gpus[0].lost: expected true or false, got 'yes'",
+    ),
+    (
+        'driver_version: "470"\ngpus:\n  - model: T4\n  - model: T4\n    lost: "True"\n',
+        ":5: gpus[1].lost: expected true or false, got 'True'",
+    ),
+    ('driver_version: "470"\ngpus:\n  - {model: T4, lost: [true]}\n', ":3: gpus[0].lost: expected a single value"),
     (
         'driver_version: "470"\ngpus:\n  - {model: T4, architecture: fermi}\n',
         ":3: gpus[0].architecture: expected one of kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, "

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import run, tool
+from conftest import SEED_INVENTORY, run, tool
 from gpushare_conformance.evidence.nvidia_smi import parse_nvidia_smi
 from gpushare_conformance.sandbox import sandbox_env
 
@@ -170,3 +170,30 @@ def test_no_visible_cards(seed_env, native_root):
     proc = run([tool(native_root, "nvidia-smi")], env)
     assert proc.returncode == 6 and proc.stdout.strip() == "No devices were found"
     assert parse_nvidia_smi(proc.stdout).gpus == []
+
+
+LOST_MESSAGE = "Unable to determine the device handle for GPU00000000:00:0A.0: GPU is lost.  Reboot the system to recover this GPU\n"
+
+
+def test_a_lost_card_is_reported_and_left_out(seed_env, seed_inventory, native_root):
+    """The seed's container sees cards 1 and 2; card 2 (container index 1) fell off the bus."""
+    seed_inventory.write_text(
+        SEED_INVENTORY.replace("pci_bus_id: 00000000:00:0A.0\n", "pci_bus_id: 00000000:00:0A.0\n    lost: true\n")
+    )
+    smi = tool(native_root, "nvidia-smi")
+    table = run([smi], seed_env)
+    assert table.returncode == 15 and table.stderr == LOST_MESSAGE
+    assert [(g.index, g.bus_id) for g in parse_nvidia_smi(table.stdout).gpus] == [(0, "00000000:00:09.0")]
+    assert "00:0A.0" not in table.stdout and "No running processes found" in table.stdout
+    listing = run([smi, "-L"], seed_env)
+    assert listing.returncode == 15 and listing.stderr == LOST_MESSAGE
+    [line] = listing.stdout.splitlines()
+    assert line.startswith("GPU 0: Tesla V100-SXM2-16GB (UUID: GPU-")
+    query = run([smi, "--query-gpu=index,pci.bus_id,count", "--format=csv,noheader"], seed_env)
+    assert (query.returncode, query.stdout, query.stderr) == (15, "0, 00000000:00:09.0, 2\n", LOST_MESSAGE)
+    # a container that sees only the lost card gets the message and no table
+    alone = run([smi], dict(seed_env, NVIDIA_VISIBLE_DEVICES="2"))
+    assert (alone.returncode, alone.stdout, alone.stderr) == (15, "", LOST_MESSAGE)
+    # back on the bus: the usual table and exit 0
+    seed_inventory.write_text(SEED_INVENTORY)
+    assert run([smi], seed_env).returncode == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -366,3 +367,88 @@ def test_mock_cuda_processes_show_up(env, native_root):
     finally:
         probe.kill()
         probe.wait()
+
+
+# The T4 (card 1) has fallen off the bus.
+LOST_INVENTORY = INVENTORY.replace('pci_bus_id: "0000:3b:00.0"}', 'pci_bus_id: "0000:3b:00.0", lost: true}')
+
+LOOKUPS = r"""
+import json, sys, pynvml
+def code(fn, *a):
+    try:
+        fn(*a)
+        return "ok"
+    except pynvml.NVMLError as e:
+        return type(e).__name__
+pynvml.nvmlInit()
+out = {"count": pynvml.nvmlDeviceGetCount(), "index": [], "uuid": [], "bus_id": [], "bus_id_4": [], "serial": []}
+for i, card in enumerate(json.loads(sys.argv[1])):
+    out["index"].append(code(pynvml.nvmlDeviceGetHandleByIndex, i))
+    out["uuid"].append(code(pynvml.nvmlDeviceGetHandleByUUID, card["uuid"]))
+    out["bus_id"].append(code(pynvml.nvmlDeviceGetHandleByPciBusId, card["pci_bus_id"]))
+    out["bus_id_4"].append(code(pynvml.nvmlDeviceGetHandleByPciBusId, card["pci_bus_id"][4:]))
+    out["serial"].append(code(pynvml.nvmlDeviceGetHandleBySerial, "%013d" % (1320000000 + i)))
+print(json.dumps(out))
+"""
+
+
+def test_a_lost_card_is_counted_but_gives_no_handle(env):
+    Path(env["GPUSHARE_MOCK_INVENTORY"]).write_text(LOST_INVENTORY)
+    cards = parse_inventory_text(LOST_INVENTORY)["gpus"]
+    assert [g["lost"] for g in cards] == [False, True, False, False]
+    out = py(env, LOOKUPS.replace("sys.argv[1]", repr(json.dumps(cards))))
+    assert out.pop("count") == 4  # as a real driver counts a card that fell off the bus
+    lost = ["ok", "NVMLError_GpuIsLost", "ok", "ok"]
+    assert out == {"index": lost, "uuid": lost, "bus_id": lost, "bus_id_4": lost, "serial": lost}
+
+
+POLLS = r"""
+import json, os, sys, pynvml
+path, texts = sys.argv[1], json.loads(sys.argv[2])
+def poll():  # as the device plugin's health check: init, look at every card, shut down
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return type(e).__name__
+    try:
+        seen = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            try:
+                pynvml.nvmlDeviceGetHandleByIndex(i)
+                seen.append("ok")
+            except pynvml.NVMLError_GpuIsLost:
+                seen.append("lost")
+        return seen
+    finally:
+        pynvml.nvmlShutdown()
+def rewrite(key):  # in place: the same inode, read by the next init
+    inode = os.stat(path).st_ino
+    with open(path, "r+") as f:
+        f.write(texts[key])
+        f.truncate()
+    assert os.stat(path).st_ino == inode
+out = [poll()]
+rewrite("lost")
+out.append(poll())
+rewrite("back")
+out.append(poll())
+pynvml.nvmlInit()  # a reference held across the rewrite keeps the view it loaded
+rewrite("lost")
+out.append(poll())
+pynvml.nvmlShutdown()
+out.append(poll())
+rewrite("broken")
+out.append(poll())
+rewrite("back")
+out.append(poll())
+print(json.dumps(out))
+"""
+
+
+def test_each_first_init_rereads_the_inventory(env):
+    texts = {"lost": LOST_INVENTORY, "back": LOST_INVENTORY.replace("lost: true", "lost: false"), "broken": "gpus: ["}
+    out = run([PYTHON, "-c", POLLS, env["GPUSHARE_MOCK_INVENTORY"], json.dumps(texts)], env)
+    assert out.returncode == 0, out.stderr
+    ok, lost = ["ok"] * 4, ["ok", "lost", "ok", "ok"]
+    assert json.loads(out.stdout) == [ok, lost, ok, ok, lost, "NVMLError_DriverNotLoaded", ok]
+    assert "gpushare-mock-nvml: " in out.stderr and "YAML syntax error" in out.stderr

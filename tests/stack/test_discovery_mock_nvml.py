@@ -71,3 +71,43 @@ def test_cards_from_mock_nvml_and_lost_card_turns_unhealthy(tmp_path):
     t4 = cards[2]["uuid"]
     assert {i for i, h in result["after"] if h == "Unhealthy"} == {f"{t4}-_-{k}" for k in range(14)}
     assert dict(result["counts"])[t4] == "Unhealthy"
+
+
+LOST_SCRIPT = r"""
+import json, sys
+from gpushare_stack.deviceplugin.discovery import discover
+from gpushare_stack.deviceplugin.plugin import DevicePlugin
+
+inventory = sys.argv[1]
+plugin = DevicePlugin("node-1", discover, kube=None, socket_dir="/nonexistent")
+text = open(inventory).read()
+with open(inventory, "r+") as f:  # in place, as the suite's sick-card check writes it
+    f.write(text.replace("  - name: Tesla T4\n", "  - name: Tesla T4\n    lost: true\n", 1))
+lost = (plugin.poll_health(), dict(plugin.healthy))
+with open(inventory, "r+") as f:
+    f.write(text)
+    f.truncate()
+back = (plugin.poll_health(), dict(plugin.healthy))
+print(json.dumps({"uuids": [c.uuid for c in plugin.cards], "lost": lost, "back": back}))
+"""
+
+
+@pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
+def test_a_card_nvml_calls_lost_turns_unhealthy_alone_and_comes_back(tmp_path):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(INVENTORY)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(MOCK_NVML.parent), "GPUSHARE_MOCK_INVENTORY": str(inventory)}
+    out = subprocess.run(
+        [sys.executable, "-c", LOST_SCRIPT, str(inventory)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    v100a, v100b, t4 = result["uuids"]
+    assert result["lost"] == [True, {v100a: True, v100b: True, t4: False}], out.stderr
+    assert "GPU is lost" in out.stderr, "the plugin says why the card is left out"
+    assert result["back"] == [True, {v100a: True, v100b: True, t4: True}]
