@@ -48,14 +48,19 @@ print(json.dumps({"before": before, "after": after, "counts": counts, "changed":
 """
 
 
-@pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
-def test_cards_from_mock_nvml_and_lost_card_turns_unhealthy(tmp_path):
+def _run_over_mock_nvml(tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """``script`` in a fresh Python over the mock NVML, given the path of an inventory of INVENTORY."""
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(INVENTORY)
     env = {**os.environ, "LD_LIBRARY_PATH": str(MOCK_NVML.parent), "GPUSHARE_MOCK_INVENTORY": str(inventory)}
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(inventory)], env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+    return subprocess.run(
+        [sys.executable, "-c", script, str(inventory)], env=env, cwd=REPO, capture_output=True, text=True, timeout=60
     )
+
+
+@pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
+def test_cards_from_mock_nvml_and_lost_card_turns_unhealthy(tmp_path):
+    out = _run_over_mock_nvml(tmp_path, SCRIPT)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     cards = result["annotation"]
@@ -94,17 +99,7 @@ print(json.dumps({"uuids": [c.uuid for c in plugin.cards], "lost": lost, "back":
 
 @pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
 def test_a_card_nvml_calls_lost_turns_unhealthy_alone_and_comes_back(tmp_path):
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(INVENTORY)
-    env = {**os.environ, "LD_LIBRARY_PATH": str(MOCK_NVML.parent), "GPUSHARE_MOCK_INVENTORY": str(inventory)}
-    out = subprocess.run(
-        [sys.executable, "-c", LOST_SCRIPT, str(inventory)],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _run_over_mock_nvml(tmp_path, LOST_SCRIPT)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     v100a, v100b, t4 = result["uuids"]
