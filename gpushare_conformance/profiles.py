@@ -62,6 +62,8 @@ class StackProfile:
     # address): the bypass check posts a bind there from a pod. None: no extender.
     extender_port: int | None = None
     extender_prefix: str | None = None
+    # How the extender is reached there (https: TLS; the bypass check tries both anyway).
+    extender_scheme: str = "http"
     # Pod annotations the scheduler writes with the cards it picked.
     allocation_annotations: tuple[str, ...] = field(default_factory=tuple)
     # Seed rules the stack's documentation says it does not meet (reported, never skipped).
@@ -202,6 +204,7 @@ PROFILES: dict[str, StackProfile] = {
         inspect_path="/gpushare-scheduler/inspect",
         extender_port=32766,
         extender_prefix="/gpushare-scheduler",
+        extender_scheme="https",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
         serving_lines={
             "app=gpushare-extender": "serving on",

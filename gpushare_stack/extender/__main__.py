@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import os
 import signal
+import ssl
 
 from gpushare_stack import contract, faults, kubeclient, peers
 from gpushare_stack.extender import selection
@@ -14,6 +15,7 @@ from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.informer import Informer
 from gpushare_stack.extender.server import LOOPBACK, ExtenderServer
 from gpushare_stack.extender.state import ClusterState
+from gpushare_stack.extender.tls import TlsConfigError, server_context
 from gpushare_stack.peers.hami_like import EXTENDER_PREFIX as HAMI_PREFIX
 
 
@@ -48,6 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
         "403, so a pod cannot call /bind itself. The scheduler's extender configuration must "
         "reach the extender from one of them (default: %(default)s, for urlPrefix http://127.0.0.1:...)",
     )
+    parser.add_argument(
+        "--tls-cert-file",
+        default=None,
+        metavar="FILE",
+        help="PEM serving certificate: serve HTTPS, and serve the verbs only to a client whose certificate "
+        "--client-ca-file signed (kube-scheduler's extender tlsConfig). Without it the extender serves "
+        "plain HTTP, where only --trusted-clients guards the verbs",
+    )
+    parser.add_argument(
+        "--tls-private-key-file", default=None, metavar="FILE", help="PEM key of --tls-cert-file (required with it)"
+    )
+    parser.add_argument(
+        "--client-ca-file",
+        default=None,
+        metavar="FILE",
+        help="PEM CA that signs the scheduler's client certificate (required with --tls-cert-file)",
+    )
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file; default: the in-cluster service account")
     parser.add_argument(
         "--watch-timeout", type=int, default=300, help="seconds before a watch is re-opened (default: %(default)s)"
@@ -71,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--trusted-clients: {cidr!r} is not a network (e.g. 127.0.0.0/8, 10.0.0.5/32)")
     if not trusted:
         parser.error("--trusted-clients: give at least one network (the scheduler must reach the extender)")
+    tls_context = _tls_context(parser, args)
     faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
     flavor = peers.extender_flavor(args.flavor)
     prefix = args.prefix if args.prefix is not None else flavor.default_prefix
@@ -81,10 +101,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer(
-        (args.address, args.port), state, Binder(state, api), prefix=prefix, trusted_clients=trusted
+        (args.address, args.port), state, Binder(state, api), prefix=prefix, trusted_clients=trusted, tls=tls_context
     )
     logging.getLogger(__name__).info(
-        "serving on %s:%d%s (policy %s, flavor %s)", args.address, args.port, prefix, args.policy, flavor.name
+        "serving on %s:%d%s (%s, policy %s, flavor %s)",
+        args.address,
+        args.port,
+        prefix,
+        "HTTPS, verbs for the client CA's certificates only" if tls_context else "plain HTTP",
+        args.policy,
+        flavor.name,
     )
     # As PID 1 of its container the process ignores SIGTERM unless it handles it, and
     # the kubelet would wait out the whole grace period before killing it.
@@ -96,6 +122,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _tls_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The server's TLS context from the three TLS options (all or none), or None."""
+    given = {
+        "--tls-cert-file": args.tls_cert_file,
+        "--tls-private-key-file": args.tls_private_key_file,
+        "--client-ca-file": args.client_ca_file,
+    }
+    if not any(given.values()):
+        return None
+    missing = [option for option, value in given.items() if not value]
+    if missing:
+        parser.error(f"{', '.join(missing)}: required with {', '.join(o for o, v in given.items() if v)}")
+    try:
+        return server_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
+    except TlsConfigError as exc:
+        parser.error(str(exc))
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

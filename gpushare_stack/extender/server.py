@@ -5,9 +5,12 @@ POST {prefix}/prioritize  ExtenderArgs -> HostPriorityList
 POST {prefix}/bind        ExtenderBindingArgs -> ExtenderBindingResult
 GET  {prefix}/inspect[/<node>], GET /healthz
 
-Only the scheduler may call the verbs: a POST from an address outside
+Only the scheduler may call the verbs. With ``tls`` (the deployed extender), the
+server speaks HTTPS and a POST is served only on a connection whose client sent a
+certificate the extender's client CA signed (``gpushare_stack.extender.tls``): mutual
+TLS with kube-scheduler. Whatever the transport, a POST from an address outside
 ``trusted_clients`` (default loopback, where the scheduler's extender configuration
-points) is answered 403, so a pod cannot bind pods by calling ``/bind`` itself. A
+points) is answered 403 too, so a pod cannot bind pods by calling ``/bind`` itself. A
 request is bounded: its body (``MAX_BODY_BYTES``, a Content-Length required), the time
 a connection may sit idle or half-sent (``IDLE_TIMEOUT_S``), and the connections served
 at once (``MAX_CONNECTIONS``, more are answered 503); anything malformed is answered
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +43,7 @@ from msgspec import UNSET, UnsetType
 from gpushare_stack import contract
 from gpushare_stack.extender.nodes import MISSING, NodeSource, card_source
 from gpushare_stack.extender.state import ClusterState
+from gpushare_stack.extender.tls import has_verified_client_certificate
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +52,13 @@ IDLE_TIMEOUT_S = 30.0  # a connection idle, or a request half-sent, this long is
 MAX_CONNECTIONS = 256
 LISTEN_BACKLOG = 256
 LOOPBACK = ("127.0.0.0/8", "::1/128")
+TLS_HANDSHAKE_RECORD = b"\x16"  # the first byte a TLS client sends
+_PLAIN_HTTP_BODY = b'{"Error": "gpushare: this port speaks HTTPS with client certificates (mutual TLS), not HTTP"}'
+PLAIN_HTTP_ANSWER = (
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    + f"Content-Length: {len(_PLAIN_HTTP_BODY)}\r\n\r\n".encode()
+    + _PLAIN_HTTP_BODY
+)
 
 
 class BindBackend(Protocol):
@@ -280,8 +293,10 @@ class ExtenderServer(ThreadingHTTPServer):
         trusted_clients: Sequence[str] = LOOPBACK,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.state = state
+        self.tls = tls
         self.binder = binder
         self.prefix = prefix.rstrip("/")
         self.trusted = [ipaddress.ip_network(c, strict=False) for c in trusted_clients]
@@ -322,6 +337,39 @@ class ExtenderServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Serve one connection; with ``tls``, the handshake comes first, in this
+        connection's own thread and bounded by the idle timeout, so a client that
+        never finishes it holds one slot for at most that long, never the accept loop."""
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(self.idle_timeout_s)
+        try:
+            first = request.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return
+        if first and first != TLS_HANDSHAKE_RECORD:
+            # Plain HTTP on the TLS port: say so, as a 400, instead of a reset.
+            try:
+                request.sendall(PLAIN_HTTP_ANSWER)
+            except OSError:
+                pass
+            return
+        try:
+            wrapped = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.warning("TLS handshake with %s failed: %s", client_address[0], exc)
+            return
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            try:
+                wrapped.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            wrapped.close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -396,6 +444,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(403, {"Error": f"gpushare: {self.client_address[0]} may not call the scheduler's verbs"})
             self.close_connection = True
             log.warning("refused POST %s from %s (not a trusted client)", verb, self.client_address[0])
+            return
+        if self.server.tls is not None and not has_verified_client_certificate(self.connection):
+            self._send(
+                403,
+                {
+                    "Error": "gpushare: only kube-scheduler may call the verbs: present a client certificate "
+                    "that the extender's client CA signed"
+                },
+            )
+            self.close_connection = True
+            log.warning("refused POST %s from %s (no client certificate)", verb, self.client_address[0])
             return
         raw = self._body()
         if raw is None:

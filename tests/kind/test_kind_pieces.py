@@ -14,6 +14,7 @@ import yaml
 
 from gpushare_conformance.fixtures.providers import get_provider
 from gpushare_conformance.fixtures.providers import kind as kindp
+from gpushare_conformance.fixtures.providers.extender_tls import ensure_extender_pki
 
 REPO = Path(__file__).resolve().parents[2]
 RUNC_WRAPPER = REPO / "ci" / "kind" / "gpushare-runc"
@@ -48,10 +49,10 @@ def test_scheduler_patch_points_kube_scheduler_at_the_extender_config(tmp_path):
     assert cluster["scheduler"]["extraVolumes"][0]["hostPath"] == kindp.SCHEDULER_CONFIG_PATH
     init = next(p for p in patches if p["kind"] == "InitConfiguration")
     assert init["skipPhases"] == ["preflight", "addon/coredns"]
-    sched = kindp.scheduler_config()
+    sched = kindp.scheduler_config(ensure_extender_pki(tmp_path / "pki"))
     extender = sched["extenders"][0]
-    assert extender["urlPrefix"].startswith("http://127.0.0.1:32766")
-    assert "__KUBECONFIG__" not in json.dumps(sched)
+    assert extender["urlPrefix"].startswith("https://127.0.0.1:32766")
+    assert "__" not in json.dumps(sched)
 
 
 def test_two_inventories_differ_v100_and_t4():

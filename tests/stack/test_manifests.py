@@ -137,7 +137,13 @@ def test_scheduler_config_points_at_the_extender():
     assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert cfg["clientConnection"]["kubeconfig"] == "__KUBECONFIG__"
     (ext,) = cfg["extenders"]
-    assert ext["urlPrefix"] == f"http://127.0.0.1:{contract.EXTENDER_PORT}{contract.EXTENDER_PREFIX}"
+    assert ext["urlPrefix"] == f"https://127.0.0.1:{contract.EXTENDER_PORT}{contract.EXTENDER_PREFIX}"
+    assert ext["enableHTTPS"] is True
+    assert ext["tlsConfig"] == {
+        "caData": "__EXTENDER_CA_DATA__",
+        "certData": "__SCHEDULER_CERT_DATA__",
+        "keyData": "__SCHEDULER_KEY_DATA__",
+    }
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == ("filter", "prioritize", "bind")
     assert ext["nodeCacheCapable"] is True and ext["weight"] >= 1
     assert ext["managedResources"] == [{"name": "aliyun.com/gpu-mem", "ignoredByScheduler": True}]

@@ -6,6 +6,7 @@ import yaml
 from gpushare_conformance.fixtures.providers import ProviderError, get_provider
 from gpushare_conformance.fixtures.providers.base import InfrastructureError
 from gpushare_conformance.fixtures.providers.existing import ExistingClusterError, ExistingProvider
+from gpushare_conformance.fixtures.providers.extender_tls import ensure_extender_pki
 from gpushare_conformance.fixtures.providers.kind import (
     SCHEDULER_CONFIG_PATH,
     KindProvider,
@@ -73,9 +74,11 @@ def test_an_unusable_kubeconfig_is_an_infrastructure_error_before_kubectl_runs(t
         provider.up(lambda _: None)
 
 
-def test_kind_scheduler_config_names_the_extender():
-    config = scheduler_config()
+def test_kind_scheduler_config_names_the_extender(tmp_path):
+    config = scheduler_config(ensure_extender_pki(tmp_path / "pki"))
     extender = config["extenders"][0]
+    assert extender["urlPrefix"].startswith("https://127.0.0.1:") and extender["enableHTTPS"] is True
+    assert set(extender["tlsConfig"]) == {"caData", "certData", "keyData"}
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert extender["urlPrefix"].endswith(":32766/gpushare-scheduler") and extender["bindVerb"] == "bind"
     assert [r["name"] for r in extender["managedResources"]] == ["aliyun.com/gpu-mem"]
