@@ -26,12 +26,22 @@ swings by +-20%.  What the shim adds per path, and why:
   is known to see one card, cuMemAlloc_v2, cuMemAllocManaged and cuMemAllocPitch_v2
   take a single-card fast path with the counters' addresses worked out in advance;
 - async, pool: a pool holds memory beyond what it hands out and gives it back on its
-  own, so the shim charges what the pool holds: it asks the driver for the pool's
-  reserved and used figures before and after each call (four cuMemPoolGetAttribute
-  calls per allocation, two per free) under a process-local lock;
-  These two stay above the target: the driver queries after each call are the price
-  of charging what a pool holds rather than what it hands out (a pool that grows by
-  more than an allocation, through fragmentation, is caught at once);
+  own, so the shim charges what the pool holds (its reserve), not what it hands out.
+  Per pool it keeps the reserve it last read and what it charges for the pool.  Before
+  an allocation the charge must cover that reserve plus the size (a compare-and-swap
+  on the container-wide counter only when it does not already); after it, one
+  cuMemPoolGetAttribute reads the reserve and the charge is settled on it, growth
+  beyond the charge (fragmentation) caught at once.  That query, more than half of
+  what the shim adds here, stays: whether an allocation makes a pool grow cannot be
+  told from outside (idle memory freed on another stream, or in pieces too small, is
+  not reused), and growth left uncharged would break the share.  The charge keeps at
+  most one allocation (and no more than 1/64 of the share) above the reserve, so an
+  allocate/free loop does not touch the shared counter each time.  A free asks the
+  driver nothing (it never makes a pool grow): what the pool gives back is un-charged
+  when the pool is next settled (its next allocation, a trim, an attribute change or
+  the destruction of a pool, cuMemGetInfo, or a reservation of the process that finds
+  the share full).  A process that sees one card takes device 0's current pool for
+  cuMemAllocAsync without asking for the current context;
 - vmm: cuMemCreate reserves on the share and records the handle; cuMemMap/cuMemUnmap
   track mappings, cuMemRelease gives the bytes back once nothing refers to them (the
   records are reused, not allocated per call).

@@ -353,7 +353,8 @@ static tracked_t g_table_none[2]; /* an empty two-slot table until the first ins
 static tracked_t *g_table = g_table_none;
 static size_t g_table_mask = 1;      /* capacity - 1 */
 static unsigned g_table_shift = 63;  /* 64 - log2(capacity) */
-static size_t g_table_count, g_table_grow_at; /* grow before count reaches capacity / 2 */
+size_t g_table_count; /* entries (shim_cuda.h) */
+static size_t g_table_grow_at; /* grow before count reaches capacity / 2 */
 static int g_table_lock;
 
 static inline void cpu_relax(void) {
@@ -997,6 +998,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
 static void after_fork_in_child(void) {
     g_fast.ready = 0;
     table_forget_all(); /* CUDA state does not survive fork */
+    shim_pools_forget();
     usage_forget_process();
 }
 

@@ -71,10 +71,17 @@ HIDDEN uint64_t shim_card_limit(int card); /* 0 = no limit */
  * card and size when it was tracked; shim_track puts one back. */
 HIDDEN int shim_untrack(CUdeviceptr p, int *card, uint64_t *bytes);
 HIDDEN void shim_track(CUdeviceptr p, int card, uint64_t bytes);
+/* Entries in that table; read without its lock only while the process has one thread. */
+HIDDEN extern size_t g_table_count;
+/* 1 when the process has one thread and no plain allocation out: shim_untrack would
+ * find nothing (a free on another path need not ask). */
+static inline int shim_tracks_nothing(void) { return LIKELY(__libc_single_threaded) && g_table_count == 0; }
 
-/* Bring the share in line with what the process's pools hold now (a driver shrinks
- * pools at synchronisations the shim does not see); 1 if anything was given back. */
+/* Bring the share in line with what the process's pools hold now (frees are not
+ * followed by a query, and a driver shrinks pools at synchronisations the shim does
+ * not see); 1 if anything was given back. */
 HIDDEN int shim_pools_settle(void);
+HIDDEN void shim_pools_forget(void); /* after fork, in the child */
 static inline CUresult shim_pools_settle_after(CUresult rc) {
     shim_pools_settle();
     return rc;
