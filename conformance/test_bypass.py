@@ -23,6 +23,7 @@ from gpushare_conformance import calibration, names
 from gpushare_conformance.allocation import card_totals_mib, check_card_total
 from gpushare_conformance.fixtures.framework import podstate, submit
 from gpushare_conformance.fixtures.framework import verdicts as v
+from gpushare_conformance.fixtures.framework.evidence import ProgramMissing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.isolation, pytest.mark.capacity(cards=1)]
 
@@ -270,5 +271,76 @@ def test_a_pod_created_with_another_pods_allocation_gets_no_card(suite):
                 cards,
                 f"cards of a pod created on {node} with {sorted(copied)} copied from {holder} "
                 f"({state.kind}: {state.reason})",
+            )
+        )
+
+
+# What CUDA shows a process: how many devices cuDeviceGetCount reports, if the driver
+# library is there at all.
+CUDA_DEVICE_COUNT = r"""
+import ctypes
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError as exc:
+    print("devices 0 (no libcuda.so.1: %s)" % exc)
+    raise SystemExit(0)
+count = ctypes.c_int(0)
+status = cuda.cuInit(0)
+if status == 0:
+    status = cuda.cuDeviceGetCount(ctypes.byref(count))
+print("devices %d (cuInit/cuDeviceGetCount status %d)" % (count.value if status == 0 else 0, status))
+"""
+
+
+def test_a_pod_asking_no_gpu_gets_no_card_by_naming_them_all(suite):
+    node = suite.node.node
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "no-gpu", "labels": {names.SUITE_LABEL: "true"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [
+                {
+                    "name": "no-gpu",
+                    "image": suite.suite_image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": list(submit.HOLD),
+                    "env": [
+                        {"name": names.ENV_VISIBLE, "value": "all"},
+                        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"},
+                    ],
+                }
+            ],
+        },
+    }
+    with allure.step(f"A pod on {node} that asks no GPU sets NVIDIA_VISIBLE_DEVICES=all"):
+        allure.attach(json.dumps(pod, indent=2), "pod no-gpu spec", allure.attachment_type.JSON)
+        submit.create(suite.kube, suite.namespace, pod)
+        suite.wait_running("no-gpu")
+    with allure.step("nvidia-smi and CUDA in it find no card"):
+        seen: list[str] = []
+        try:
+            report = suite.nvidia_smi_exec("no-gpu")
+            seen += [f"nvidia-smi card {i}: {mib} MiB" for i, mib in sorted(card_totals_mib(report).items())]
+            smi = f"nvidia-smi shows {len(seen)} card(s)"
+        except ProgramMissing:
+            smi = "nvidia-smi: not in the container"
+        except AssertionError as exc:  # nvidia-smi finds no card
+            smi = f"nvidia-smi: {str(exc).splitlines()[0][:160]}"
+        counted = suite.run_in_pod("no-gpu", ["python3", "-c", CUDA_DEVICE_COUNT], "CUDA device count")
+        found = re.search(r"devices (\d+)(.*)", counted.stdout)
+        if found is None:
+            cuda = f"CUDA device count unreadable (exit {counted.exit_status}): {counted.output.strip()[-200:]}"
+        else:
+            cuda = f"CUDA: {found.group(0).strip()[:200]}"
+            seen += [f"CUDA device {i}" for i in range(int(found.group(1)))]
+        suite.expect(
+            v.none_of(
+                "no_gpu_pod_sees_no_card",
+                seen,
+                f"cards in a pod on {node} that asks no GPU and sets NVIDIA_VISIBLE_DEVICES=all ({smi}; {cuda})",
             )
         )

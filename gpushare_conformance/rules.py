@@ -235,7 +235,7 @@ _RULES = (
         "GPU memory isolation",
         "isolation",
         "critical",
-        ("env_cleared_past_share", "env_raised_past_share", "exec_shell_past_share"),
+        ("env_cleared_past_share", "env_raised_past_share", "exec_shell_past_share", "no_gpu_pod_sees_no_card"),
     ),
     Rule(
         "hostile_accounting",
@@ -428,6 +428,12 @@ CHECKS: dict[str, Check] = {
     ),
     "test_a_shell_started_by_exec_gets_no_more_than_the_share": Check(
         "A shell started by exec gets no more than the share", "isolation", ("hostile_environment",), "critical"
+    ),
+    "test_a_pod_asking_no_gpu_gets_no_card_by_naming_them_all": Check(
+        "A pod asking no GPU gets no card by setting NVIDIA_VISIBLE_DEVICES=all",
+        "isolation",
+        ("hostile_environment",),
+        "critical",
     ),
     "test_overwriting_the_accounting_lifts_no_share": Check(
         "Zeroing the files the isolation shares lifts no share", "isolation", ("hostile_accounting",), "critical"

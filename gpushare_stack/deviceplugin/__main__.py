@@ -11,6 +11,7 @@ import sys
 
 from gpushare_stack import contract, faults, kubeclient, peers
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
+from gpushare_stack.deviceplugin.environment import DEVICE_LIST_STRATEGIES, DEVICE_MOUNTS_ROOT, ENVVAR, VOLUME_MOUNTS
 from gpushare_stack.deviceplugin.kube import KubeAccess
 from gpushare_stack.deviceplugin.plugin import DevicePlugin
 
@@ -46,6 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"mounted read-only at {contract.CONTAINER_LIMITS_FILE} and {contract.CONTAINER_PRELOAD_FILE} "
         "so the workload cannot unset or raise its limits; the plugin must see it at the same path "
         "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--device-list-strategy",
+        choices=DEVICE_LIST_STRATEGIES,
+        default=ENVVAR,
+        help="how a container's cards reach the node's container toolkit: in NVIDIA_VISIBLE_DEVICES "
+        f"only ({ENVVAR}), or also as mounts under {DEVICE_MOUNTS_ROOT} ({VOLUME_MOUNTS}), for a toolkit "
+        "set to ignore an unprivileged container's own NVIDIA_VISIBLE_DEVICES, which closes cards to "
+        "pods that asked none (default: %(default)s)",
     )
     parser.add_argument(
         "--health-interval",
@@ -86,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             health_interval_s=args.health_interval,
             fault=args.fault,
             flavor=peers.device_plugin_flavor(args.flavor),
+            device_list_strategy=args.device_list_strategy,
         )
     except DiscoveryError as exc:
         print(exc, file=sys.stderr)

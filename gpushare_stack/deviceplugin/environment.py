@@ -50,3 +50,22 @@ def container_environment(
         env[f"{contract.ENV_LIMIT_PREFIX}{i}"] = f"{share}GiB"
     native = native_host_dir.rstrip("/")
     return env, [HostMount(contract.CONTAINER_NATIVE_DIR, native)]
+
+
+# How Allocate names a container's cards to the node's container toolkit (the NVIDIA
+# device plugin's DEVICE_LIST_STRATEGY): in NVIDIA_VISIBLE_DEVICES only, or also as one
+# mount per card under the toolkit's DEVICE_MOUNTS_ROOT. Only a mount comes from the
+# kubelet alone: a toolkit that reads cards from mounts and ignores an unprivileged
+# container's own NVIDIA_VISIBLE_DEVICES gives no card to a pod that asked none.
+ENVVAR = "envvar"
+VOLUME_MOUNTS = "volume-mounts"
+DEVICE_LIST_STRATEGIES = (ENVVAR, VOLUME_MOUNTS)
+DEVICE_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
+
+
+def device_list_mounts(visible: str) -> list[HostMount]:
+    """One mount per card of ``visible`` (a NVIDIA_VISIBLE_DEVICES value), in its order,
+    from /dev/null: the toolkit reads the names, not the files."""
+    return [
+        HostMount(f"{DEVICE_MOUNTS_ROOT}/{name.strip()}", "/dev/null") for name in visible.split(",") if name.strip()
+    ]

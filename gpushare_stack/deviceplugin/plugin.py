@@ -19,7 +19,13 @@ from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import devices
 from gpushare_stack.deviceplugin.container_files import ContainerFilesError
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, GpuCard
-from gpushare_stack.deviceplugin.environment import HostMount
+from gpushare_stack.deviceplugin.environment import (
+    DEVICE_LIST_STRATEGIES,
+    ENVVAR,
+    VOLUME_MOUNTS,
+    HostMount,
+    device_list_mounts,
+)
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, Match, match_allocation
 
@@ -75,7 +81,13 @@ class DevicePlugin:
         kubelet_check_s: float = 1.0,
         fault: str | None = None,
         flavor: Any = None,
+        device_list_strategy: str = ENVVAR,
     ) -> None:
+        if device_list_strategy not in DEVICE_LIST_STRATEGIES:
+            raise ValueError(
+                f"gpushare: --device-list-strategy must be one of {DEVICE_LIST_STRATEGIES}, got {device_list_strategy!r}"
+            )
+        self.device_list_strategy = device_list_strategy
         if fault is not None and fault not in faults.DEVICE_PLUGIN_FAULTS:
             raise ValueError(f"gpushare: --fault must be one of {faults.DEVICE_PLUGIN_FAULTS}, got {fault!r}")
         self.fault = fault  # faults.py: only for proving the suite catches a broken stack
@@ -153,8 +165,12 @@ class DevicePlugin:
                 )
 
     def allocation_environment(self, match: Match) -> tuple[dict[str, str], list[HostMount]]:
-        """Env and mounts for the matched container: its cards and per-card limits."""
-        return self.flavor.container_environment(self, match)
+        """Env and mounts for the matched container: its cards and per-card limits, and
+        with the volume-mounts strategy its cards as device mounts too."""
+        env, mounts = self.flavor.container_environment(self, match)
+        if self.device_list_strategy == VOLUME_MOUNTS:
+            mounts = [*mounts, *device_list_mounts(env.get(contract.ENV_VISIBLE, ""))]
+        return env, mounts
 
     def allocate_mem(self, request: api_pb2.AllocateRequest, context: grpc.ServicerContext) -> api_pb2.AllocateResponse:
         responses = []

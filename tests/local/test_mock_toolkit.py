@@ -3,8 +3,10 @@
 On the local cluster containerd runs every container through
 native/toolkit/gpushare-mock-runtime. A pod whose environment asks for a card with
 NVIDIA_VISIBLE_DEVICES (and no device plugin resource at all) must find the mock NVML
-where a driver install puts it and see exactly that card in nvidia-smi; a plain pod and
-a `void` pod must find no driver file; a card the node lacks must fail the container's
+where a driver install puts it and see exactly that card in nvidia-smi when it is
+privileged (the node's toolkit ignores an unprivileged container's variable, as the
+reference stack sets its nodes up); a plain pod, a `void` pod and an unprivileged pod
+naming a card must find no driver file; a card the node lacks must fail the container's
 creation with the mock's words. The installer is checked without a cluster.
 """
 
@@ -59,6 +61,9 @@ def test_installer_lays_out_the_driver_and_a_working_wrapper(tmp_path, native_bu
     assert inventory.read_text() == DEFAULT_INVENTORY.read_text()
     conf = (driver / "runtime.conf").read_text()
     assert f"inventory={inventory}\n" in conf and "runc=/" in conf
+    # Closed: cards only to what the device plugin mounted, as the reference stack's nodes.
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged=false\n" in conf, conf
+    assert "accept-nvidia-visible-devices-as-volume-mounts=true\n" in conf, conf
     out = subprocess.run([str(wrapper), "--version"], stdout=subprocess.PIPE, text=True, check=True).stdout
     assert out.startswith("runc version")
 
@@ -85,8 +90,11 @@ def test_installer_refuses_a_missing_driver_file_and_a_wrapper_as_runc(tmp_path,
 
 
 # ------------------------------------------------------------------ on the local cluster
-def _pod(name: str, image: str, visible: str | None) -> dict:
+def _pod(name: str, image: str, visible: str | None, privileged: bool = False) -> dict:
+    """A pod naming cards in its environment; the local node's toolkit is closed
+    (fixtures/providers/toolkit_conf.py), so only a privileged one gets them."""
     env = [] if visible is None else [{"name": "NVIDIA_VISIBLE_DEVICES", "value": visible}]
+    security = {"securityContext": {"privileged": True}} if privileged else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -101,6 +109,7 @@ def _pod(name: str, image: str, visible: str | None) -> dict:
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["sleep", "3600"],
                     "env": env,
+                    **security,
                 }
             ],
         },
@@ -129,9 +138,9 @@ def test_runtime_gives_the_driver_to_gpu_containers_only(cluster, suite) -> None
     if cluster.provider != "local":
         pytest.skip("the mock container toolkit is installed by the local provider")
     image = submit.MOCK_IMAGE
-    pods = {"gpu": "toolkit-gpu", "plain": "toolkit-plain", "void": "toolkit-void"}
-    for kind, visible in (("gpu", "1"), ("plain", None), ("void", "void")):
-        submit.create(suite.kube, suite.namespace, _pod(pods[kind], image, visible))
+    pods = {"gpu": "toolkit-gpu", "plain": "toolkit-plain", "void": "toolkit-void", "unprivileged": "toolkit-unpriv"}
+    for kind, visible in (("gpu", "1"), ("plain", None), ("void", "void"), ("unprivileged", "1")):
+        submit.create(suite.kube, suite.namespace, _pod(pods[kind], image, visible, privileged=kind == "gpu"))
     for name in pods.values():
         suite.wait_running(name)
     # No device plugin took part: the pod asked for no extended resource and got no Allocate env.
@@ -156,8 +165,9 @@ def test_runtime_gives_the_driver_to_gpu_containers_only(cluster, suite) -> None
     in_pod = _exec(suite, pods["gpu"], "nvidia-smi", "-L")
     assert in_pod.stdout == _host_nvidia_smi_list(cluster.details["inventory"], "1"), in_pod.output
 
-    # The plain and void pods: nothing of the driver.
-    for kind in ("plain", "void"):
+    # The plain and void pods, and the unprivileged one that names a card itself on a
+    # node whose toolkit reads cards only from the device plugin's mounts: nothing of the driver.
+    for kind in ("plain", "void", "unprivileged"):
         name = pods[kind]
         present = _exec(
             suite,
@@ -169,6 +179,10 @@ def test_runtime_gives_the_driver_to_gpu_containers_only(cluster, suite) -> None
         )
         assert present.stdout.strip() == "", f"{kind} pod has driver files:\n{present.output}"
         assert _exec(suite, name, *DLOPEN).exit_status != 0, f"{kind} pod can dlopen libnvidia-ml.so.1"
+        if kind == "unprivileged":
+            # An exec'd process that names cards is given the mock's two variables (the
+            # toolkit sees its environment only); without the files they reach nothing.
+            continue
         env = suite.env(name)
         assert "GPUSHARE_MOCK_INVENTORY" not in env and "LD_LIBRARY_PATH" not in env, env
 
@@ -178,7 +192,7 @@ def test_a_card_the_node_lacks_fails_the_container_with_the_mocks_words(cluster,
     if cluster.provider != "local":
         pytest.skip("the mock container toolkit is installed by the local provider")
     name = "toolkit-bad-card"
-    submit.create(suite.kube, suite.namespace, _pod(name, submit.MOCK_IMAGE, "7"))
+    submit.create(suite.kube, suite.namespace, _pod(name, submit.MOCK_IMAGE, "7", privileged=True))
 
     def container_error() -> str:
         """The container's error: waiting (kubelet retrying) or terminated with StartError

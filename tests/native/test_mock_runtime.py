@@ -169,6 +169,73 @@ def test_rewriting_twice_adds_nothing_more():
     assert twice == once
 
 
+# ------------------------------------------------------------------ who gets cards
+CLOSED = rt.Config(DRV, "/usr/sbin/runc", INVENTORY, accept_envvar_unprivileged=False, accept_volume_mounts=True)
+
+
+def _device_mount(name: str) -> dict:
+    return {"destination": f"{rt.DEVICE_MOUNTS_ROOT}/{name}", "type": "bind", "source": "/dev/null", "options": RO}
+
+
+def _privileged(spec: dict) -> dict:
+    spec["process"]["capabilities"] = {"bounding": ["CAP_CHOWN", "CAP_SYS_ADMIN"]}
+    return spec
+
+
+def test_the_toolkits_defaults_are_the_real_ones(tmp_path):
+    (tmp_path / "runtime.conf").write_text("runc=/usr/sbin/runc\ninventory=/i.yaml\n")
+    config = rt.Config.load(str(tmp_path))
+    assert (config.accept_envvar_unprivileged, config.accept_volume_mounts) == (True, False)
+    (tmp_path / "runtime.conf").write_text(
+        f"runc=/r\ninventory=/i\n{rt.ACCEPT_ENVVAR_UNPRIVILEGED}=false\n{rt.ACCEPT_VOLUME_MOUNTS}=TRUE\n"
+    )
+    config = rt.Config.load(str(tmp_path))
+    assert (config.accept_envvar_unprivileged, config.accept_volume_mounts) == (False, True)
+
+
+def test_by_default_an_unprivileged_pods_own_variable_gets_every_card():
+    """The hole a deployment must close: no device asked of any plugin, all cards given."""
+    spec = rt.rewrite_spec(_spec("NVIDIA_VISIBLE_DEVICES=all"), CONFIG, None)
+    assert spec is not None and _env(spec)["NVIDIA_VISIBLE_DEVICES"] == "all"
+
+
+def test_closed_node_ignores_an_unprivileged_pods_variable():
+    assert rt.rewrite_spec(_spec("NVIDIA_VISIBLE_DEVICES=all"), CLOSED, None) is None
+
+
+def test_closed_node_honours_a_privileged_containers_variable():
+    spec = rt.rewrite_spec(_privileged(_spec("NVIDIA_VISIBLE_DEVICES=all")), CLOSED, None)
+    assert spec is not None and _env(spec)["NVIDIA_VISIBLE_DEVICES"] == "all"
+
+
+def test_closed_node_gives_the_cards_the_device_plugin_mounted_whatever_the_variable_says():
+    spec = _spec("NVIDIA_VISIBLE_DEVICES=all")
+    spec["mounts"] += [_device_mount("2"), _device_mount("0")]
+    out = rt.rewrite_spec(spec, CLOSED, None)
+    assert out is not None and _env(out)["NVIDIA_VISIBLE_DEVICES"] == "2,0"
+    assert [m["source"] for m in out["mounts"] if m["destination"] == "/usr/bin/nvidia-smi"]
+
+
+def test_device_mounts_are_read_only_when_the_node_accepts_them():
+    spec = _spec()
+    spec["mounts"].append(_device_mount("1"))
+    assert rt.rewrite_spec(spec, CONFIG, None) is None
+    assert rt.mounted_devices(spec) == ["1"]
+    assert rt.rewrite_spec(spec, CLOSED, None) is not None
+
+
+def test_mounts_outside_the_device_root_or_not_of_dev_null_name_no_device():
+    spec = _spec()
+    spec["mounts"] += [
+        {"destination": f"{rt.DEVICE_MOUNTS_ROOT}-x/3", "type": "bind", "source": "/dev/null"},
+        {"destination": f"{rt.DEVICE_MOUNTS_ROOT}/a/b", "type": "bind", "source": "/dev/null"},
+        # what a pod can declare itself: an emptyDir mounted where the cards are listed
+        {"destination": f"{rt.DEVICE_MOUNTS_ROOT}/all", "type": "bind", "source": "/var/lib/kubelet/pods/x/empty"},
+    ]
+    assert rt.mounted_devices(spec) == []
+    assert rt.rewrite_spec(spec, CLOSED, None) is None
+
+
 @pytest.mark.parametrize(
     "argv, command, options, rest",
     [
@@ -201,7 +268,12 @@ def test_bundle_of(args, bundle):
 
 def test_bad_runtime_conf_is_named(tmp_path):
     (tmp_path / "runtime.conf").write_text("runc=/usr/sbin/runc\nrunk=/x\n")
-    with pytest.raises(rt.ToolkitError, match=r"runtime.conf:2: expected runc=PATH or inventory=PATH, got 'runk=/x'"):
+    with pytest.raises(
+        rt.ToolkitError, match=r"runtime.conf:2: expected runc=PATH, inventory=PATH or one of .*, got 'runk=/x'"
+    ):
+        rt.Config.load(str(tmp_path))
+    (tmp_path / "runtime.conf").write_text(f"runc=/r\ninventory=/i\n{rt.ACCEPT_VOLUME_MOUNTS}=yes\n")
+    with pytest.raises(rt.ToolkitError, match=rf"{rt.ACCEPT_VOLUME_MOUNTS}= must be true or false, got 'yes'"):
         rt.Config.load(str(tmp_path))
     (tmp_path / "runtime.conf").write_text("runc=runc\ninventory=/i.yaml\n")
     with pytest.raises(rt.ToolkitError, match=r"runc= must be an absolute path, got 'runc'"):

@@ -130,7 +130,8 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     assert set(failed) == {"hostile_environment", "hostile_extender", "hostile_allocation"}, failed
     assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_environment"], failed
     assert "CUDA_DEVICE_MEMORY_LIMIT_0" in failed["hostile_environment"], failed
-    assert "answer: 200" in failed["hostile_extender"] and "want None" in failed["hostile_extender"], failed
+    assert re.search(r"answer: http://\S+ 200 ", failed["hostile_extender"]), failed
+    assert "want None" in failed["hostile_extender"], failed
     assert "card 0:" in failed["hostile_allocation"], failed
     assert not any(lines[r].known_gap for r in failed)
     assert_evidence_only(result)
@@ -140,3 +141,7 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     told = [r for r in result.records if r.base_check == "share_usable"]
     assert told and all(r.passed for r in told), told
     assert any("300 MiB for contexts" in r.detail for r in told), [r.detail for r in told]
+    # Its device plugin names cards in NVIDIA_VISIBLE_DEVICES only, so its nodes keep
+    # the toolkit's defaults, and a pod asking no GPU takes every card by naming them.
+    no_gpu = [r for r in result.records if r.base_check == "no_gpu_pod_sees_no_card"]
+    assert no_gpu and not no_gpu[0].passed and "nvidia-smi card 3:" in no_gpu[0].detail, no_gpu

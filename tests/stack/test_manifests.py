@@ -92,6 +92,7 @@ def test_device_plugin_daemonset_and_mock_overlay():
         "device-plugins": "/var/lib/kubelet/device-plugins",
         "native": "/var/lib/gpushare/native",
         "containers": "/var/lib/gpushare/containers",  # each container's read-only limits files
+        "all-cards": "/dev/null",  # its own cards, for a toolkit that reads them from mounts
     }
     for c in (init, *base["containers"]):
         assert c["image"] == contract.STACK_IMAGE and c["imagePullPolicy"] == "IfNotPresent"
@@ -101,6 +102,9 @@ def test_device_plugin_daemonset_and_mock_overlay():
     (plugin,) = base["containers"]
     env = {e["name"]: e.get("value") for e in plugin["env"]}
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    mounts = {m["name"]: (m["mountPath"], m.get("readOnly")) for m in plugin["volumeMounts"]}
+    assert mounts["all-cards"] == ("/var/run/nvidia-container-devices/all", True)
+    assert "--device-list-strategy=volume-mounts" in plugin["args"]
     assert "mock" not in init["command"][-1]
 
     # GPU-less nodes run the very same stack: the overlay changes nothing.

@@ -294,6 +294,47 @@ def test_reference_plugin_is_unchanged_by_the_flavors():
     assert list(kube.node_annotations) == [contract.NODE_CARDS_ANNOTATION] and kube.capacity == {}
 
 
+@pytest.mark.parametrize("strategy", ["envvar", "volume-mounts"])
+def test_the_volume_mounts_strategy_adds_one_dev_null_mount_per_card_in_the_cards_order(strategy):
+    p = bound(
+        pod("seed", 8, count=2),
+        "node-1",
+        {
+            "ALIYUN_COM_GPU_MEM_IDX": "0,2",
+            "ALIYUN_COM_GPU_MEM_POD": "8",
+            "ALIYUN_COM_GPU_MEM_ASSUME_TIME": "100",
+            "ALIYUN_COM_GPU_MEM_ASSIGNED": "false",
+        },
+    )
+    plugin = DevicePlugin(
+        "node-1", lambda: cards(3), kube=FakeKube([p]), socket_dir="/nonexistent", device_list_strategy=strategy
+    )
+    response = allocate(plugin, contract.RESOURCE_MEM, [f"{UUIDS[2]}-_-{k}" for k in range(8)])
+    assert dict(response.envs)["NVIDIA_VISIBLE_DEVICES"] == "0,2"
+    listed = [
+        (m.container_path, m.host_path, m.read_only)
+        for m in response.mounts
+        if "nvidia-container-devices" in m.container_path
+    ]
+    if strategy == "envvar":
+        assert listed == []
+    else:
+        assert listed == [
+            ("/var/run/nvidia-container-devices/0", "/dev/null", True),
+            ("/var/run/nvidia-container-devices/2", "/dev/null", True),
+        ]
+
+
+def test_an_unknown_device_list_strategy_is_named():
+    with pytest.raises(ValueError, match="--device-list-strategy must be one of .*, got 'cdi'"):
+        DevicePlugin("node-1", lambda: cards(1), kube=None, socket_dir="/nonexistent", device_list_strategy="cdi")
+    parser = plugin_main.build_parser()
+    assert parser.parse_args(["--node-name=n"]).device_list_strategy == "envvar"
+    assert parser.parse_args(["--node-name=n", "--device-list-strategy=volume-mounts"]).device_list_strategy == (
+        "volume-mounts"
+    )
+
+
 # ---- hami-like extender ---------------------------------------------------------------------------
 def hami_node(name: str, mibs: list[int], healthy: list[bool] | None = None) -> dict[str, Any]:
     healthy = healthy or [True] * len(mibs)
