@@ -52,6 +52,16 @@ def test_unschedulable_from_events_when_condition_not_written_yet():
     assert state.reason == "0/1 nodes are available: 1 gpushare: N/M must be an integer."
 
 
+def test_a_refused_bind_seen_in_events_before_the_condition_is_retried_not_final():
+    """The scheduler records FailedScheduling before it writes PodScheduled: a bind the
+    stack refused is a scheduler error (retried), not a filter's verdict."""
+    pod = {"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}}
+    event = dict(FAILED_SCHEDULING_EVENT, message="hami-like: node vm is locked by pod ns/twin-0-1 since 17:55:56")
+    state = pod_state(pod, [event])
+    assert state.kind == podstate.SCHEDULER_ERROR and not state.final
+    assert "is locked by pod ns/twin-0-1" in state.reason
+
+
 def test_old_failed_scheduling_event_does_not_mark_a_bound_pod():
     pod = {"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}}
     assert pod_state(pod, [FAILED_SCHEDULING_EVENT]).kind == podstate.PENDING

@@ -1,12 +1,17 @@
-"""The device plugin writes only what is its own node's (manifests/stack/admission-policy.yaml,
-policy gpushare-device-plugin-own-node), checked with real tokens on the local cluster.
+"""The stack's accounts write only what is theirs (manifests/stack/admission-policy.yaml),
+checked with real tokens on the local cluster.
 
+The device plugin (policy gpushare-device-plugin-own-node) writes only its own node.
 Its ClusterRole may patch every node and pod (RBAC cannot name "my node"); the policy
 reads the node from the service account token the kubelet bound to the plugin's pod.
 A PATCH with the plugin pod's own token on its node goes through; the same account's
 token made by `kubectl create token` (bound to no pod, so to no node) is refused, and
 so is the pod's token on a pod bound to no node. Requests go straight to the API
 server with only the bearer token (no client certificate), as a stolen token would.
+
+The extender (policy gpushare-extender-gpu-pods-only) writes only pods asking
+aliyun.com/gpu-mem that are not bound yet: its token patches such a pod, and is refused
+on a pod that asks no GPU memory.
 """
 
 from __future__ import annotations
@@ -85,3 +90,31 @@ def test_the_device_plugin_writes_only_its_own_node_and_its_pods(cluster, suite)
     kube.core.create_namespaced_pod(suite.namespace, pending)
     status, body = _patch(server, ca, pod_token, f"/api/v1/namespaces/{suite.namespace}/pods/nowhere", "1")
     assert status == 403 and POLICY in body and "is on no node" in body, (status, body[:500])
+
+
+def _pending_pod(name: str, image: str, gpu_mem: int | None) -> dict:
+    container = {"name": "c", "image": image, "command": ["true"]}
+    if gpu_mem is not None:
+        container["resources"] = {"limits": {"aliyun.com/gpu-mem": str(gpu_mem)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"gpushare.conformance.io/suite": "true"}},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": "gpushare-no-such-node"}, "containers": [container]},
+    }
+
+
+def test_the_extender_writes_only_gpu_pods_it_has_not_bound(cluster, suite) -> None:
+    if cluster.provider != "local":
+        pytest.skip("reads the local cluster's kubeconfig and CA")
+    kube = suite.kube
+    server, ca = _server_and_ca(cluster.kubeconfig)
+    token = kube.kubectl("create", "token", "gpushare-extender", "-n", NAMESPACE).strip()
+    kube.core.create_namespaced_pod(suite.namespace, _pending_pod("gpu-pending", suite.suite_image, 2))
+    kube.core.create_namespaced_pod(suite.namespace, _pending_pod("plain-pending", suite.suite_image, None))
+    pods = f"/api/v1/namespaces/{suite.namespace}/pods"
+    status, body = _patch(server, ca, token, f"{pods}/gpu-pending", "1")
+    assert status == 200, (status, body[:500])
+    status, body = _patch(server, ca, token, f"{pods}/plain-pending", "1")
+    assert status == 403 and "gpushare-extender-gpu-pods-only" in body, (status, body[:500])
+    assert "asks no aliyun.com/gpu-mem" in body, body[:500]
