@@ -6,16 +6,15 @@ cuMemGetInfo, or a reservation that finds the share full settle it again."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_shim_paths import Worker as PathsWorker
 
-from conftest import PYTHON, SEED_INVENTORY
+from conftest import SEED_INVENTORY
 from gpushare_conformance import native
 from gpushare_conformance.sandbox import sandbox_env
 
@@ -68,24 +67,8 @@ for line in sys.stdin:
 """
 
 
-class Worker:
-    def __init__(self, env: dict[str, str], script: Path):
-        self.p = subprocess.Popen(
-            [PYTHON, str(script)],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def ask(self, *cmd) -> dict:
-        self.p.stdin.write(json.dumps(cmd) + "\n")
-        self.p.stdin.flush()
-        line = self.p.stdout.readline()
-        if not line:
-            raise AssertionError(f"worker died: {self.p.stderr.read()[-2000:]}")
-        return json.loads(line)
+class Worker(PathsWorker):
+    """A worker process of this file's script (the same line protocol as test_shim_paths')."""
 
     def alloc(self, path: str, mib: int) -> tuple[int, int]:
         r = self.ask("alloc", path, mib * MIB)
@@ -93,11 +76,6 @@ class Worker:
 
     def used_mib(self) -> float:
         return self.ask("used")["used"] / MIB
-
-    def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-        self.p.wait()
 
 
 def workers(tmp: Path, n: int) -> list[Worker]:
