@@ -1,0 +1,165 @@
+"""The reference DRA driver's pieces (docs/dra.md): the slice a node publishes, the
+shares a claim's allocation gives, and the kubelet-facing gRPC services, driven over
+real unix sockets with this test as the kubelet."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import grpc
+import pytest
+
+from gpushare_stack.api.dra import dra_pb2, dra_pb2_grpc
+from gpushare_stack.api.pluginregistration import registration_pb2, registration_pb2_grpc
+from gpushare_stack.deviceplugin.discovery import GpuCard
+from gpushare_stack.dra import kubelet_plugin, shares, slices
+from gpushare_stack.dra.shares import ClaimError, Share, claim_shares, quantity_bytes
+
+DRIVER = slices.DRIVER
+V100 = 16160  # MiB: 15 GiB per card
+CARDS = [GpuCard(i, f"GPU-{i:08d}-0000-0000-0000-000000000000", "Tesla V100-SXM2-16GB", V100) for i in range(2)]
+
+
+def test_each_card_is_one_device_shared_by_memory_in_gib_steps():
+    slice_ = slices.resource_slice("vm", [*CARDS, GpuCard(9, "GPU-tiny", "tiny", 1000)], generation=3)
+    spec = slice_["spec"]
+    assert (slice_["apiVersion"], slice_["kind"]) == ("resource.k8s.io/v1", "ResourceSlice")
+    assert (spec["driver"], spec["nodeName"]) == (DRIVER, "vm")
+    assert spec["pool"] == {"name": "vm", "generation": 3, "resourceSliceCount": 1}
+    assert [d["name"] for d in spec["devices"]] == ["gpu-0", "gpu-1"], "a card under 1 GiB takes no share"
+    gpu1 = spec["devices"][1]
+    assert gpu1["allowMultipleAllocations"] is True
+    assert gpu1["attributes"]["uuid"] == {"string": CARDS[1].uuid} and gpu1["attributes"]["index"] == {"int": 1}
+    assert gpu1["capacity"] == {
+        "memory": {
+            "value": "15Gi",
+            "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "max": "15Gi", "step": "1Gi"}},
+        }
+    }
+    assert slices.device_class()["spec"]["selectors"] == [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("4Gi", 4 << 30), ("4096Mi", 4 << 30), ("4294967296", 4 << 30), ("1.5Gi", 3 << 29), ("2G", 2 * 10**9)],
+)
+def test_quantities(text, expected):
+    assert quantity_bytes(text, "x") == expected
+
+
+@pytest.mark.parametrize(("text", "says"), [("4GB", "not a quantity"), ("", "not a quantity"), ("0.3", "whole number")])
+def test_bad_quantities_are_named(text, says):
+    with pytest.raises(ClaimError, match=f"where: .*{says}"):
+        quantity_bytes(text, "where")
+
+
+def claim(results: list[dict] | None, uid: str = "uid-1") -> dict:
+    status = {} if results is None else {"allocation": {"devices": {"results": results}}}
+    return {"metadata": {"namespace": "ns", "name": "c", "uid": uid}, "status": status}
+
+
+def result(request: str, device: str, memory: str | None = "4Gi", pool: str = "vm", driver: str = DRIVER) -> dict:
+    out = {"request": request, "driver": driver, "pool": pool, "device": device, "shareID": f"share-{request}"}
+    if memory is not None:
+        out["consumedCapacity"] = {"memory": memory}
+    return out
+
+
+def test_a_claims_shares_are_its_results_of_this_driver_on_this_node():
+    got = claim_shares(
+        claim([result("gpu-0", "gpu-1"), result("other", "x", driver="other.example.com"), result("gpu-1", "gpu-0")]),
+        DRIVER,
+        "vm",
+    )
+    assert got == [Share("gpu-0", "gpu-1", 1, 4, "share-gpu-0"), Share("gpu-1", "gpu-0", 0, 4, "share-gpu-1")]
+
+
+@pytest.mark.parametrize(
+    ("results", "says"),
+    [
+        (None, r"claim ns/c: status.allocation is empty"),
+        ([result("gpu-0", "gpu-0", pool="other-node")], r"results\[0\].pool is 'other-node', not this node 'vm'"),
+        ([result("gpu-0", "tpu-0")], r"results\[0\].device is 'tpu-0', not a card of this driver"),
+        ([result("gpu-0", "gpu-0", memory=None)], r"results\[0\].consumedCapacity.memory is missing"),
+        ([result("gpu-0", "gpu-0", memory="1536Mi")], r"'1536Mi', not a whole number of GiB"),
+        ([result("gpu-0", "gpu-0", driver="other.example.com")], r"no result of driver gpu.gpushare"),
+    ],
+)
+def test_an_allocation_that_cannot_be_served_is_named(results, says):
+    with pytest.raises(ClaimError, match=says):
+        claim_shares(claim(results), DRIVER, "vm")
+
+
+class Claims:
+    def __init__(self, *objects: dict) -> None:
+        self.objects = {o["metadata"]["name"]: o for o in objects}
+
+    def claim(self, namespace: str, name: str) -> dict:
+        return self.objects[name]
+
+
+@pytest.fixture
+def served():
+    root = tempfile.mkdtemp(prefix="dra-", dir="/tmp")  # unix socket paths must stay short
+    good = claim([result("gpu-0", "gpu-1"), result("gpu-1", "gpu-0")])
+    bad = dict(
+        claim([result("gpu-0", "gpu-0", memory="512Mi")], uid="uid-2"),
+        metadata={"namespace": "ns", "name": "bad", "uid": "uid-2"},
+    )
+    plugin = kubelet_plugin.DraPlugin("vm", Claims(good, bad))
+    server, registration = kubelet_plugin.serve(plugin, registry_dir=root, plugins_dir=root)
+    yield root, plugin, registration
+    server.stop(grace=0).wait()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_kubelet_finds_the_driver_and_its_service(served):
+    root, plugin, registration = served
+    channel = grpc.insecure_channel(f"unix://{root}/{DRIVER}-reg.sock")
+    stub = registration_pb2_grpc.RegistrationStub(channel)
+    info = stub.GetInfo(registration_pb2.InfoRequest(), timeout=5)
+    assert (info.type, info.name, list(info.supported_versions)) == ("DRAPlugin", DRIVER, ["v1.DRAPlugin"])
+    assert info.endpoint == f"{root}/{DRIVER}/dra.sock"  # a path: the kubelet adds "unix:" itself
+    stub.NotifyRegistrationStatus(registration_pb2.RegistrationStatus(plugin_registered=True), timeout=5)
+    assert registration.registered.is_set()
+    stub.NotifyRegistrationStatus(registration_pb2.RegistrationStatus(plugin_registered=False, error="no"), timeout=5)
+    assert not registration.registered.is_set() and registration.error == "no"
+
+
+def test_prepare_answers_each_claim_with_its_shares_or_why_not(served):
+    root, plugin, _ = served
+    stub = dra_pb2_grpc.DRAPluginStub(grpc.insecure_channel(f"unix://{root}/{DRIVER}/dra.sock"))
+    request = dra_pb2.NodePrepareResourcesRequest(
+        claims=[
+            dra_pb2.Claim(namespace="ns", name="c", uid="uid-1"),
+            dra_pb2.Claim(namespace="ns", name="bad", uid="uid-2"),
+            dra_pb2.Claim(namespace="ns", name="c", uid="uid-old"),
+        ]
+    )
+    answer = stub.NodePrepareResources(request, timeout=5).claims
+    good = answer["uid-1"]
+    assert good.error == ""
+    assert [(list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids)) for d in good.devices] == [
+        (["gpu-0"], "vm", "gpu-1", ["gpushare.conformance.io/gpu=uid-1-gpu-0"]),
+        (["gpu-1"], "vm", "gpu-0", ["gpushare.conformance.io/gpu=uid-1-gpu-1"]),
+    ]
+    assert "'512Mi', not a whole number of GiB" in answer["uid-2"].error and not answer["uid-2"].devices
+    assert "its UID is 'uid-1', the kubelet asked for 'uid-old'" in answer["uid-old"].error
+    assert set(plugin.prepared) == {"uid-1"}
+    gone = stub.NodeUnprepareResources(
+        dra_pb2.NodeUnprepareResourcesRequest(claims=[dra_pb2.Claim(namespace="ns", name="c", uid="uid-1")]), timeout=5
+    )
+    assert gone.claims["uid-1"].error == "" and plugin.prepared == {}
+
+
+def test_the_share_figures_reach_what_prepares_the_container():
+    seen = []
+    plugin = kubelet_plugin.DraPlugin(
+        "vm", Claims(claim([result("gpu-0", "gpu-1", memory="4096Mi")])), on_prepared=lambda c, s: seen.append(s)
+    )
+    answer = plugin.NodePrepareResources(
+        dra_pb2.NodePrepareResourcesRequest(claims=[dra_pb2.Claim(namespace="ns", name="c", uid="uid-1")]), None
+    )
+    assert answer.claims["uid-1"].error == ""
+    assert seen == [[shares.Share("gpu-0", "gpu-1", 1, 4, "share-gpu-0")]]
