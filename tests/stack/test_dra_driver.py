@@ -4,6 +4,7 @@ real unix sockets with this test as the kubelet."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 
@@ -14,6 +15,7 @@ from gpushare_stack.api.dra import dra_pb2, dra_pb2_grpc
 from gpushare_stack.api.pluginregistration import registration_pb2, registration_pb2_grpc
 from gpushare_stack.deviceplugin.discovery import GpuCard
 from gpushare_stack.dra import kubelet_plugin, shares, slices
+from gpushare_stack.dra.publisher import SlicePublisher
 from gpushare_stack.dra.shares import ClaimError, Share, claim_shares, quantity_bytes
 
 DRIVER = slices.DRIVER
@@ -163,3 +165,56 @@ def test_the_share_figures_reach_what_prepares_the_container():
     )
     assert answer.claims["uid-1"].error == ""
     assert seen == [[shares.Share("gpu-0", "gpu-1", 1, 4, "share-gpu-0")]]
+
+
+class SliceApi:
+    """ResourceV1Api's slice calls over a dict, with resourceVersion and 404s as the API server has them."""
+
+    def __init__(self) -> None:
+        self.slices: dict[str, dict] = {}
+        self.version = 0
+        self.calls: list[str] = []
+
+    def read_resource_slice(self, name, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+
+        if name not in self.slices:
+            raise ApiException(status=404, reason="Not Found")
+        return type("Response", (), {"data": json.dumps(self.slices[name]).encode()})()
+
+    def _store(self, body):
+        self.version += 1
+        stored = json.loads(json.dumps(body))
+        stored["metadata"]["resourceVersion"] = str(self.version)
+        self.slices[body["metadata"]["name"]] = stored
+
+    def create_resource_slice(self, body, **kwargs):
+        assert body["metadata"]["name"] not in self.slices
+        self.calls.append("create")
+        self._store(body)
+
+    def replace_resource_slice(self, name, body, **kwargs):
+        assert body["metadata"]["resourceVersion"] == self.slices[name]["metadata"]["resourceVersion"]
+        self.calls.append("replace")
+        self._store(body)
+
+
+def test_the_slice_follows_the_cards_and_comes_back_after_the_kubelet_wipes_it():
+    api = SliceApi()
+    publisher = SlicePublisher(api, "vm")
+    assert publisher.publish(CARDS) == "created"
+    assert publisher.publish(CARDS) == "unchanged"
+    (stored,) = api.slices.values()
+    assert stored["spec"]["pool"]["generation"] == 1 and len(stored["spec"]["devices"]) == 2
+    assert publisher.publish(CARDS[1:]) == "updated"  # card 0 fell off the bus
+    (stored,) = api.slices.values()
+    assert stored["spec"]["pool"]["generation"] == 2 and [d["name"] for d in stored["spec"]["devices"]] == ["gpu-1"]
+    api.slices.clear()  # the kubelet restarted
+    assert publisher.publish(CARDS) == "created"
+    (stored,) = api.slices.values()
+    assert stored["spec"]["pool"]["generation"] == 3
+    assert api.calls == ["create", "replace", "create"]
+    # A new process finds the slice and goes on from its generation.
+    again = SlicePublisher(api, "vm")
+    assert again.publish(CARDS) == "unchanged" and again.publish(CARDS[:1]) == "updated"
+    assert next(iter(api.slices.values()))["spec"]["pool"]["generation"] == 4
