@@ -15,6 +15,7 @@ from gpushare_stack.api.dra import dra_pb2, dra_pb2_grpc
 from gpushare_stack.api.pluginregistration import registration_pb2, registration_pb2_grpc
 from gpushare_stack.deviceplugin.discovery import GpuCard
 from gpushare_stack.dra import kubelet_plugin, shares, slices
+from gpushare_stack.dra.containers import container_shares
 from gpushare_stack.dra.publisher import SlicePublisher
 from gpushare_stack.dra.shares import ClaimError, Share, claim_shares, quantity_bytes
 
@@ -218,3 +219,25 @@ def test_the_slice_follows_the_cards_and_comes_back_after_the_kubelet_wipes_it()
     again = SlicePublisher(api, "vm")
     assert again.publish(CARDS) == "unchanged" and again.publish(CARDS[:1]) == "updated"
     assert next(iter(api.slices.values()))["spec"]["pool"]["generation"] == 4
+
+
+def test_each_container_gets_the_shares_of_the_requests_it_uses():
+    got = [Share("gpu-0", "gpu-1", 1, 4, "a"), Share("gpu-1", "gpu-0", 0, 4, "b")]
+    pod = {
+        "metadata": {"namespace": "ns", "name": "p"},
+        "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t"}],
+            "containers": [
+                {"name": "all", "resources": {"claims": [{"name": "gpus"}]}},
+                {"name": "second", "resources": {"claims": [{"name": "gpus", "request": "gpu-1"}]}},
+                {"name": "none"},
+            ],
+        },
+        "status": {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "p-gpus-x7k"}]},
+    }
+    assert container_shares(pod, "p-gpus-x7k", got) == {"all": got, "second": [got[1]]}
+    with pytest.raises(ClaimError, match="does not name claim other"):
+        container_shares(pod, "other", got)
+    pod["spec"]["containers"][1]["resources"]["claims"][0]["request"] = "gpu-7"
+    with pytest.raises(ClaimError, match="uses request 'gpu-7' of claim p-gpus-x7k, which has no share"):
+        container_shares(pod, "p-gpus-x7k", got)
