@@ -16,6 +16,7 @@ from gpushare_stack.api.pluginregistration import registration_pb2, registration
 from gpushare_stack.deviceplugin.discovery import GpuCard
 from gpushare_stack.dra import kubelet_plugin, shares, slices
 from gpushare_stack.dra.containers import container_shares
+from gpushare_stack.dra.edits import Preparer
 from gpushare_stack.dra.publisher import SlicePublisher
 from gpushare_stack.dra.shares import ClaimError, Share, claim_shares, quantity_bytes
 
@@ -241,3 +242,51 @@ def test_each_container_gets_the_shares_of_the_requests_it_uses():
     pod["spec"]["containers"][1]["resources"]["claims"][0]["request"] = "gpu-7"
     with pytest.raises(ClaimError, match="uses request 'gpu-7' of claim p-gpus-x7k, which has no share"):
         container_shares(pod, "p-gpus-x7k", got)
+
+
+class Pods:
+    def __init__(self, *objects: dict) -> None:
+        self.objects = {o["metadata"]["name"]: o for o in objects}
+
+    def pod(self, namespace: str, name: str) -> dict:
+        return self.objects[name]
+
+
+def test_prepare_leaves_each_container_the_device_plugins_files_and_unprepare_takes_them(tmp_path):
+    containers_dir, dra_dir = tmp_path / "containers", tmp_path / "dra"
+    containers_dir.mkdir()
+    pod = {
+        "metadata": {"namespace": "ns", "name": "p", "uid": "pod-uid"},
+        "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": "c"}],
+            "containers": [{"name": "side"}, {"name": "main", "resources": {"claims": [{"name": "gpus"}]}}],
+        },
+    }
+    allocated = claim([result("gpu-0", "gpu-1"), result("gpu-1", "gpu-0")])
+    allocated["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "pod-uid"}]
+    preparer = Preparer(Pods(pod), lambda: CARDS, "/host/native", str(containers_dir), str(dra_dir))
+    plugin = kubelet_plugin.DraPlugin(
+        "vm", Claims(allocated), on_prepared=preparer.prepare, on_unprepared=preparer.unprepare
+    )
+    ref = dra_pb2.Claim(namespace="ns", name="c", uid="uid-1")
+    answer = plugin.NodePrepareResources(dra_pb2.NodePrepareResourcesRequest(claims=[ref]), None)
+    assert answer.claims["uid-1"].error == ""
+    written = dra_dir / "pod-uid" / "main.json"
+    assert [p.name for p in (dra_dir / "pod-uid").iterdir()] == ["main.json"]
+    assert written.stat().st_mode & 0o777 == 0o444
+    edits = json.loads(written.read_text())
+    env = edits["env"]
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "1,0"  # the cards in the order of the claim's requests
+    assert env["GPUSHARE_MEMORY_LIMIT_0"] == env["GPUSHARE_MEMORY_LIMIT_1"] == "4GiB"
+    mounts = {m["containerPath"]: (m["hostPath"], m["readOnly"]) for m in edits["mounts"]}
+    assert mounts["/var/run/nvidia-container-devices/1"] == ("/dev/null", True)
+    assert mounts["/etc/gpushare/limits"] == (str(containers_dir / "pod-uid-1" / "limits"), True)
+    assert "GPUSHARE_MEMORY_LIMIT_1=4GiB" in (containers_dir / "pod-uid-1" / "limits").read_text()
+    plugin.NodeUnprepareResources(dra_pb2.NodeUnprepareResourcesRequest(claims=[ref]), None)
+    assert not (dra_dir / "pod-uid").exists()
+
+
+def test_a_claim_reserved_for_no_pod_is_not_prepared(tmp_path):
+    preparer = Preparer(Pods(), lambda: CARDS, "/n", str(tmp_path), str(tmp_path / "dra"))
+    with pytest.raises(ClaimError, match="reserved for 0 pods"):
+        preparer.prepare(claim([result("gpu-0", "gpu-1")]), [Share("gpu-0", "gpu-1", 1, 4, None)])
