@@ -1,14 +1,15 @@
-"""Both entry points document every option and refuse bad input by name."""
+"""The stack's entry points document every option and refuse bad input by name."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpushare_stack.deviceplugin import __main__ as plugin_main
+from gpushare_stack.dra import __main__ as dra_main
 from gpushare_stack.extender import __main__ as extender_main
 
 
-@pytest.mark.parametrize("parser", [plugin_main.build_parser(), extender_main.build_parser()])
+@pytest.mark.parametrize("parser", [plugin_main.build_parser(), extender_main.build_parser(), dra_main.build_parser()])
 def test_every_option_has_help(parser):
     for action in parser._actions:
         assert action.help, f"{action.option_strings} has no help"
@@ -35,3 +36,22 @@ def test_extender_refuses_unknown_policy(capsys):
     with pytest.raises(SystemExit):
         extender_main.build_parser().parse_args(["--policy", "random"])
     assert "invalid choice: 'random'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--publish-interval", "5"], "--node-name is required (or set env NODE_NAME"),
+        (["--node-name", "n", "--publish-interval", "0"], "--publish-interval must be > 0, got 0.0"),
+        (
+            ["--node-name", "n", "--kubeconfig", "/nonexistent/kubeconfig"],
+            "--kubeconfig /nonexistent/kubeconfig cannot be used",
+        ),
+    ],
+)
+def test_dra_plugin_names_what_is_wrong(monkeypatch, capsys, argv, says):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    with pytest.raises(SystemExit) as info:
+        dra_main.main(argv)
+    assert info.value.code == 2
+    assert says in capsys.readouterr().err
