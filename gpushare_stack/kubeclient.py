@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import math
+
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
@@ -24,6 +27,27 @@ def load(kubeconfig: str | None) -> client.ApiClient:
         where = f"--kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster service account (no --kubeconfig)"
         raise KubeconfigError(f"{where} cannot be used: {' '.join(str(exc).split())}") from None
     return client.ApiClient()
+
+
+def load_or_exit(parser: argparse.ArgumentParser, kubeconfig: str | None) -> client.ApiClient:
+    """``load`` for a program's ``main``: an unusable configuration exits 2 with its one line."""
+    try:
+        return load(kubeconfig)
+    except KubeconfigError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+
+
+def require_node_name(parser: argparse.ArgumentParser, node_name: str | None) -> str:
+    """The node a node component runs on, or a usage error saying how to give it."""
+    if not node_name:
+        parser.error("--node-name is required (or set env NODE_NAME, e.g. from spec.nodeName)")
+    return node_name
+
+
+def require_positive_seconds(parser: argparse.ArgumentParser, option: str, value: float) -> None:
+    """A period option must be a finite number of seconds above 0."""
+    if not math.isfinite(value) or value <= 0:
+        parser.error(f"{option} must be > 0, got {value}")
 
 
 def version() -> str:

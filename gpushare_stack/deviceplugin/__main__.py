@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import signal
 import sys
@@ -76,15 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.node_name:
-        parser.error("--node-name is required (or set env NODE_NAME, e.g. from spec.nodeName)")
-    if not math.isfinite(args.health_interval) or args.health_interval <= 0:
-        parser.error(f"--health-interval must be > 0, got {args.health_interval}")
+    kubeclient.require_node_name(parser, args.node_name)
+    kubeclient.require_positive_seconds(parser, "--health-interval", args.health_interval)
     faults.warn_fault(logging.getLogger(__name__), "gpushare-device-plugin", args.fault)
-    try:
-        api = kubeclient.load(args.kubeconfig)
-    except kubeclient.KubeconfigError as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    api = kubeclient.load_or_exit(parser, args.kubeconfig)
     try:
         plugin = DevicePlugin(
             node=args.node_name,

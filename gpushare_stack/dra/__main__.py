@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import signal
 import sys
@@ -78,14 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.node_name:
-        parser.error("--node-name is required (or set env NODE_NAME, e.g. from spec.nodeName)")
-    if not math.isfinite(args.publish_interval) or args.publish_interval <= 0:
-        parser.error(f"--publish-interval must be > 0, got {args.publish_interval}")
-    try:
-        api = DraKubeAccess(kubeclient.load(args.kubeconfig))
-    except kubeclient.KubeconfigError as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    kubeclient.require_node_name(parser, args.node_name)
+    kubeclient.require_positive_seconds(parser, "--publish-interval", args.publish_interval)
+    api = DraKubeAccess(kubeclient.load_or_exit(parser, args.kubeconfig))
     try:
         cards = discover()
     except DiscoveryError as exc:
@@ -95,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin = kubelet_plugin.DraPlugin(
         args.node_name, api, args.driver, on_prepared=preparer.prepare, on_unprepared=preparer.unprepare
     )
-    server, registration = kubelet_plugin.serve(plugin, args.registry_dir, args.plugins_dir)
+    server, _ = kubelet_plugin.serve(plugin, args.registry_dir, args.plugins_dir)
     publisher = SlicePublisher(api.resource, args.node_name, args.driver)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -107,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
             log.warning("publishing the node's slice failed: %s", exc)
         stop.wait(args.publish_interval)
     server.stop(grace=5).wait()
-    del registration
     return 0
 
 

@@ -95,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     flavor = peers.extender_flavor(args.flavor)
     prefix = args.prefix if args.prefix is not None else flavor.default_prefix
     state = ClusterState(policy=args.policy, fault=args.fault, flavor=flavor)
-    try:
-        api = kubeclient.load(args.kubeconfig)
-    except kubeclient.KubeconfigError as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    api = kubeclient.load_or_exit(parser, args.kubeconfig)
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer(
         (args.address, args.port), state, Binder(state, api), prefix=prefix, trusted_clients=trusted, tls=tls_context

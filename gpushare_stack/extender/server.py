@@ -437,24 +437,27 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return raw
 
+    def _refusal(self) -> tuple[str, str] | None:
+        """Why this connection may not call the verbs (the answer, the log's reason), or None."""
+        if not self.server.trusts(self.client_address[0]):
+            return f"gpushare: {self.client_address[0]} may not call the scheduler's verbs", "not a trusted client"
+        if self.server.tls is not None and not has_verified_client_certificate(self.connection):
+            return (
+                "gpushare: only kube-scheduler may call the verbs: present a client certificate "
+                "that the extender's client CA signed",
+                "no client certificate",
+            )
+        return None
+
     def do_POST(self) -> None:  # noqa: N802
         prefix = self.server.prefix
         verb = self.path.split("?", 1)[0].rstrip("/")
-        if not self.server.trusts(self.client_address[0]):
-            self._send(403, {"Error": f"gpushare: {self.client_address[0]} may not call the scheduler's verbs"})
+        refusal = self._refusal()
+        if refusal is not None:
+            error, reason = refusal
+            self._send(403, {"Error": error})
             self.close_connection = True
-            log.warning("refused POST %s from %s (not a trusted client)", verb, self.client_address[0])
-            return
-        if self.server.tls is not None and not has_verified_client_certificate(self.connection):
-            self._send(
-                403,
-                {
-                    "Error": "gpushare: only kube-scheduler may call the verbs: present a client certificate "
-                    "that the extender's client CA signed"
-                },
-            )
-            self.close_connection = True
-            log.warning("refused POST %s from %s (no client certificate)", verb, self.client_address[0])
+            log.warning("refused POST %s from %s (%s)", verb, self.client_address[0], reason)
             return
         raw = self._body()
         if raw is None:
