@@ -21,7 +21,8 @@ import pytest
 
 from gpushare_conformance import calibration, names
 from gpushare_conformance.allocation import card_totals_mib, check_card_total
-from gpushare_conformance.fixtures.framework import podstate, submit
+from gpushare_conformance.dra_request import CLAIM_REFERENCE
+from gpushare_conformance.fixtures.framework import dra, podstate, submit
 from gpushare_conformance.fixtures.framework import verdicts as v
 from gpushare_conformance.fixtures.framework.evidence import ProgramMissing
 
@@ -240,6 +241,12 @@ def test_a_pod_created_with_another_pods_allocation_gets_no_card(suite):
     forged = submit.share_pod(suite.profile, "forged", suite.suite_image, SHARE_GIB, None, submit.HOLD)
     forged["metadata"].setdefault("annotations", {}).update(copied)
     forged["spec"]["nodeName"] = node  # past the scheduler, straight to the kubelet
+    if suite.profile.dra is not None:
+        # Under DRA the allocation lives in the holder's claim: the pod names that claim.
+        claims = dra.claim_names(suite.kube.raw_pod(suite.namespace, holder))
+        forged.pop(submit.COMPANIONS, None)
+        forged["spec"]["resourceClaims"] = [{"name": CLAIM_REFERENCE, "resourceClaimName": claims[0]}]
+        copied = {f"resourceClaimName: {claims[0]}": ""}
     with allure.step(f"Another pod is created on {node} with the holder's allocation annotations"):
         allure.attach(json.dumps(forged, indent=2), "forged pod", allure.attachment_type.JSON)
         try:

@@ -336,13 +336,19 @@ def test_node_advertising_matches_nvml_inventory(suite):
             )
         return
     expected_mem = sum(mib // 1024 for mib in truth.values())
+    if suite.profile.dra is not None:
+        count_source = f"devices of driver {suite.profile.dra.driver} in {node.node}'s ResourceSlices"
+        mem_source = f"their {suite.profile.dra.capacity!r} capacity (whole GiB per card, summed)"
+    else:
+        count_source = f"allocatable {suite.profile.count_resource}"
+        mem_source = f"allocatable {suite.profile.memory_resource} (whole GiB per card, summed)"
     with allure.step(f"Node {node.node} advertises {expected_count} cards and {expected_mem} GiB"):
         suite.expect(
             v.equal(
                 "advertised_gpu_count",
                 expected_count,
                 node.advertised_count,
-                f"allocatable {suite.profile.count_resource}",
+                count_source,
             )
         )
         suite.expect(
@@ -350,7 +356,7 @@ def test_node_advertising_matches_nvml_inventory(suite):
                 "advertised_gpu_mem",
                 expected_mem,
                 node.advertised_mem,
-                f"allocatable {suite.profile.memory_resource} (whole GiB per card, summed)",
+                mem_source,
             )
         )
     if node.source.startswith("annotation"):

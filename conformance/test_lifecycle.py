@@ -43,7 +43,8 @@ def test_capacity_returns_after_the_job_completes(suite):
 def test_restarting_a_component_loses_no_allocation_and_double_books_nothing(suite, component):
     selector = suite.profile.device_plugin_selector if component == "device plugin" else suite.profile.extender_selector
     if not selector:
-        pytest.skip(f"stack profile {suite.profile.name!r} names no {component} pods")
+        placement = " (kube-scheduler itself places its claims)" if suite.profile.dra is not None else ""
+        pytest.skip(f"stack profile {suite.profile.name!r} names no {component} pods{placement}")
     cards, card_gib = suite.profile.cards_for(len(suite.node.cards)), suite.node.card_gib
     held = 2
     with allure.step(f"A pod holds {held} GiB on each of {cards} card(s)"):

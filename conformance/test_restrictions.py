@@ -38,6 +38,9 @@ def test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled(suite):
     if suite.profile.per_card_mib:
         _per_card_spelling_gives_the_fraction(suite)
         return
+    if suite.profile.dra is not None:
+        _dra_gives_what_it_consumes(suite)
+        return
     with allure.step("Positive control: 2 GiB over 2 cards (N/M = 1) is placed"):
         suite.positive_control("integer", 2, 2, "N/M an integer")
     _expect_rejected(suite, "not-integer", 3, 2, "N/M must be an integer", NON_INTEGER)
@@ -67,6 +70,43 @@ def _per_card_spelling_gives_the_fraction(suite) -> None:
                     f"and card {visible} shows {seen} MiB for it",
                 )
             )
+
+
+def _dra_gives_what_it_consumes(suite) -> None:
+    """Under DRA a claim may ask any quantity: 3 GiB over 2 cards is two requests of
+    1536Mi. The driver's request policy decides what a share consumes (a stack may
+    round up to its step or refuse); the rule becomes: the pod is refused, or each card
+    shows at least what was asked and no more than what the claim consumed of it, so
+    the scheduler's books and the pod's view agree."""
+    asked_mib = 3 * 1024 // 2
+    with allure.step(f"3 GiB over 2 cards: two DRA requests of {asked_mib}Mi each"):
+        pod = suite.submit_share_pod("fraction", 3, 2)
+        try:
+            obj = suite.wait_running(pod)
+        except AssertionError as exc:
+            suite.expect(v.matches("fraction_refused_or_given", r"\S", str(exc)[-300:], "why the pod did not run"))
+            return
+    shares = suite.claim_shares(obj)
+    report = suite.nvidia_smi_exec(pod)
+    suite.expect(v.equal("card_count", 2, len(report.gpus), "cards nvidia-smi lists"))
+    consumed = {share.card: share.consumed_mib for share in shares}
+    node = suite.node_of(obj)
+    for visible, seen in sorted(card_totals_mib(report).items()):
+        gpu = report.gpus[visible]
+        card = suite.card_of(node, gpu.uuid) if gpu.uuid else None
+        took = consumed.get(card.uuid) if card is not None else None
+        high = int((took or asked_mib) * (1 + DEFAULT_TOLERANCE))
+        suite.expect(
+            v.within(
+                f"per_card_share[card {visible}]",
+                seen,
+                asked_mib,
+                high,
+                "MiB",
+                f"DRA takes any quantity: asked {asked_mib} MiB on card {visible}, the claim consumed "
+                f"{took if took is not None else 'nothing recorded'} MiB of it, and the card shows {seen} MiB",
+            )
+        )
 
 
 @pytest.mark.capacity(cards="all")
@@ -106,6 +146,19 @@ def test_all_cards_of_a_pod_are_distinct_and_on_its_node(suite):
         with allure.step("The container sees exactly those cards"):
             env = suite.env(pod)
             visible = [v.strip() for v in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-            suite.expect(v.equal("visible_devices", sorted(allocated), sorted(visible), "NVIDIA_VISIBLE_DEVICES"))
+
+            # Either side may name a card by index or UUID: compare the cards they name.
+            def index_of(ident: str) -> str:
+                card = suite.card_of(node, ident)
+                return str(card.index) if card is not None else ident
+
+            suite.expect(
+                v.equal(
+                    "visible_devices",
+                    sorted(map(index_of, allocated)),
+                    sorted(map(index_of, visible)),
+                    "NVIDIA_VISIBLE_DEVICES (as card indices)",
+                )
+            )
             report = suite.nvidia_smi_exec(pod)
             suite.expect(v.equal("nvidia_smi_cards", cards, len(report.gpus), "cards nvidia-smi lists"))

@@ -32,6 +32,29 @@ class DraSpelling:
     device_class: str
     distinct_attribute: str  # fully qualified: <driver domain>/<attribute>
     capacity: str = "memory"
+    # The driver publishing the class's devices (spec.driver of its slices); default:
+    # the distinct attribute's domain, as drivers name their own attributes.
+    driver: str = ""
+
+    def __post_init__(self) -> None:
+        if self.driver == "" and isinstance(self.distinct_attribute, str):
+            object.__setattr__(self, "driver", self.distinct_attribute.partition("/")[0])
+        for field_name in ("device_class", "distinct_attribute", "capacity", "driver"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not value.strip():
+                raise DraRequestError(f"DRA {field_name.replace('_', ' ')} must be a non-empty name, got {value!r}")
+        domain, slash, attribute = self.distinct_attribute.partition("/")
+        if not slash or not domain or not attribute:
+            raise DraRequestError(
+                f"DRA distinct attribute must be <domain>/<name> (e.g. gpu.nvidia.com/uuid), "
+                f"got {self.distinct_attribute!r}"
+            )
+
+    @property
+    def attribute_name(self) -> str:
+        """The distinct attribute as a slice of the driver's own domain spells it."""
+        domain, _, name = self.distinct_attribute.partition("/")
+        return name if domain == self.driver else self.distinct_attribute
 
 
 def per_card_quantity(total_gib: int, cards: int) -> str:

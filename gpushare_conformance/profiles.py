@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from gpushare_conformance.dra_request import DraSpelling, claim_template
 
 GIB_MIB = 1024
 
@@ -26,6 +28,8 @@ class PodRequest:
 
     labels: dict[str, str]
     limits: dict[str, str]
+    # DRA: the ResourceClaimTemplate (unnamed) the pod's first container uses instead.
+    claim_template: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,10 @@ class StackProfile:
     # What each component logs once it serves, by pod selector: a restart is over when
     # the new pod has said it (a rollout alone does not prove the plugin re-registered).
     serving_lines: Mapping[str, str] = field(default_factory=dict)
+    # DRA stacks: how a claim asks for a share (device class, capacity, distinct
+    # attribute, driver). Such a stack advertises no node resource; its nodes are those
+    # with the driver's ResourceSlices, and a pod's cards are its claims' allocation.
+    dra: DraSpelling | None = None
 
     @property
     def multi_card(self) -> bool:
@@ -96,6 +104,8 @@ class StackProfile:
         if cards is not None and (isinstance(cards, bool) or not isinstance(cards, int) or cards < 1):
             raise ProfileError(f"cards must be a positive integer or None, got {cards!r}")
         count = cards or 1
+        if self.dra is not None:
+            return PodRequest(labels={}, limits={}, claim_template=claim_template("", total_gib, cards, self.dra))
         if self.per_card_mib:
             if total_gib * GIB_MIB % count:
                 raise ProfileError(
@@ -111,6 +121,8 @@ class StackProfile:
 
     def check_node(self, node: Mapping[str, Any]) -> None:
         """Raise ``ProfileError`` unless the node advertises this profile's resources."""
+        if self.dra is not None:
+            return  # a DRA stack's nodes are known by their ResourceSlices, not allocatable
         name = (node.get("metadata") or {}).get("name", "?")
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         missing = [r for r in self.node_resources if r not in allocatable]
@@ -170,6 +182,8 @@ def _card_sort_key(card: str) -> tuple[int, str]:
 
 
 _ALIYUN_MEM = "aliyun.com/gpu-mem"
+# The reference DRA driver (gpushare_stack/dra; manifests/overlays/dra).
+_DRA_DRIVER = "gpu.gpushare.conformance.io"
 _ALIYUN_COUNT = "aliyun.com/gpu-count"
 # Rule ids (rules.RULES) a stack without multi-card sharing, or without memory isolation, breaks.
 _MULTI_CARD_RULES = frozenset({"multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards"})
@@ -277,7 +291,33 @@ PROFILES: dict[str, StackProfile] = {
             "app.kubernetes.io/component=hami-device-plugin": "registered nvidia.com/gpu",
         },
     ),
+    "dra": StackProfile(
+        name="dra",
+        description="this project's DRA driver (resource.k8s.io/v1 consumable capacity) + isolation shim",
+        memory_resource="",
+        count_resource=None,
+        count_label=None,
+        per_card_mib=False,
+        max_cards=None,
+        node_resources=(),
+        stack_namespace="gpushare-system",
+        extender_selector=None,
+        device_plugin_selector="app=gpushare-dra-plugin",
+        serving_lines={"app=gpushare-dra-plugin": "serving DRA driver"},
+        dra=DraSpelling(
+            device_class=_DRA_DRIVER, distinct_attribute=f"{_DRA_DRIVER}/uuid", capacity="memory", driver=_DRA_DRIVER
+        ),
+    ),
 }
+
+
+def dra_profile(device_class: str, capacity: str, distinct_attribute: str, driver: str) -> StackProfile:
+    """The ``dra`` profile for another DRA driver (the existing provider's options): the
+    same checks, the claim spelled with that driver's class, capacity and attribute."""
+    spelling = DraSpelling(
+        device_class=device_class, distinct_attribute=distinct_attribute, capacity=capacity, driver=driver
+    )
+    return replace(PROFILES["dra"], description=f"DRA driver {driver} (class {device_class})", dra=spelling)
 
 
 def get_profile(name: str) -> StackProfile:

@@ -138,7 +138,7 @@ _RULES = (
         "N/M must be an integer",
         "restrictions",
         "critical",
-        ("reason_names_rule", "positive_control", "per_card_share", "card_count"),
+        ("reason_names_rule", "positive_control", "per_card_share", "card_count", "fraction_refused_or_given"),
     ),
     Rule(
         "same_node",

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 
 from gpushare_conformance import native
+from gpushare_stack.deviceplugin.discovery import GpuCard
+from gpushare_stack.dra.edits import container_edits, write_edits
+from gpushare_stack.dra.shares import Share
 
 SCRIPT = native.source_dir() / "toolkit" / "gpushare-mock-runtime"
 INVENTORY = "/etc/gpushare/inventory.yaml"
@@ -269,7 +272,8 @@ def test_bundle_of(args, bundle):
 def test_bad_runtime_conf_is_named(tmp_path):
     (tmp_path / "runtime.conf").write_text("runc=/usr/sbin/runc\nrunk=/x\n")
     with pytest.raises(
-        rt.ToolkitError, match=r"runtime.conf:2: expected runc=PATH, inventory=PATH or one of .*, got 'runk=/x'"
+        rt.ToolkitError,
+        match=r"runtime.conf:2: expected runc=PATH, inventory=PATH, dra-edits=PATH or one of .*, got 'runk=/x'",
     ):
         rt.Config.load(str(tmp_path))
     (tmp_path / "runtime.conf").write_text(f"runc=/r\ninventory=/i\n{rt.ACCEPT_VOLUME_MOUNTS}=yes\n")
@@ -463,3 +467,308 @@ def test_runc_starts_with_sigpipe_and_sigxfsz_not_ignored(installed):
     mask = int(Path(f"{installed['record']}.sigign").read_text().split()[1], 16)
     for signum in (13, 25):  # SIGPIPE, SIGXFSZ
         assert not mask & (1 << (signum - 1)), f"signal {signum} ignored in runc: SigIgn {mask:#x}"
+
+
+# ------------------------------------------------------------------ DRA edits
+POD_UID = "0f5a4c7e-1b2d-4e3f-9a8b-7c6d5e4f3a2b"
+RW = ["rbind", "rw", "nosuid", "nodev"]
+
+
+def _annotated(spec: dict, uid: str = POD_UID, name: str = "main", kind: str = "container") -> dict:
+    spec["annotations"] = {
+        "io.kubernetes.cri.container-type": kind,
+        "io.kubernetes.cri.sandbox-uid": uid,
+        "io.kubernetes.cri.container-name": name,
+        "io.kubernetes.cri.sandbox-id": "abc",
+    }
+    return spec
+
+
+def _plugin_edits(tmp_path: Path, *cards: int) -> dict:
+    """What the DRA plugin's prepare writes for a container holding 4 GiB of each card."""
+    containers = tmp_path / "containers"
+    containers.mkdir(exist_ok=True)
+    node = {i: GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", 16160) for i in range(3)}
+    shares = [Share(f"gpu-{n}", f"gpu-{i}", i, 4, None) for n, i in enumerate(cards)]
+    return container_edits(POD_UID, 0, shares, node, "/opt/gpushare", str(containers))
+
+
+def test_edits_set_the_env_over_the_pods_and_add_their_mounts():
+    edits = {
+        "env": {"LD_PRELOAD": "/opt/gpushare/shim.so", "GPUSHARE_MEM_0": "4GiB"},
+        "mounts": [
+            {"containerPath": "/opt/gpushare", "hostPath": "/usr/local/gpushare", "readOnly": True},
+            {"containerPath": "/run/gpushare/usage", "hostPath": "/var/lib/c/usage", "readOnly": False},
+            {"containerPath": "/opt/gpushare", "hostPath": "/usr/local/gpushare", "readOnly": True},
+        ],
+    }
+    spec = rt.apply_edits(_spec("LD_PRELOAD=/evil.so", "LD_PRELOAD=/evil2.so", "HOME=/root"), edits)
+    assert spec["process"]["env"] == [
+        "PATH=/usr/bin:/bin",
+        "LD_PRELOAD=/opt/gpushare/shim.so",
+        "HOME=/root",
+        "GPUSHARE_MEM_0=4GiB",
+    ]
+    assert spec["mounts"][1:] == [
+        _bind("/usr/local/gpushare", "/opt/gpushare"),
+        {"destination": "/run/gpushare/usage", "type": "bind", "source": "/var/lib/c/usage", "options": RW},
+    ]
+    assert rt.apply_edits(json.loads(json.dumps(spec)), edits) == spec
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {},
+        {"io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri.sandbox-uid": POD_UID},
+        {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-uid": POD_UID},
+    ]
+    + [
+        _annotated({}, uid=uid, name=name)["annotations"]
+        for uid, name in [("", "main"), (".", "main"), ("..", "main"), ("a/b", "main"), (POD_UID, "")]
+        + [(POD_UID, ".."), (POD_UID, "."), (POD_UID, "../x"), (POD_UID, "a\0b")]
+    ],
+)
+def test_specs_that_name_no_edits_file(annotations):
+    assert rt.edits_path(annotations, CONFIG) is None
+
+
+def test_edits_path_is_under_the_configured_dir():
+    config = rt.Config(DRV, "/usr/sbin/runc", INVENTORY, dra_edits="/srv/dra/")
+    assert rt.edits_path(_annotated({})["annotations"], config) == f"/srv/dra/{POD_UID}/main.json"
+    assert rt.edits_path(_annotated({})["annotations"], CONFIG) == f"/var/run/gpushare-dra/{POD_UID}/main.json"
+
+
+@pytest.mark.parametrize(
+    "edits, words",
+    [
+        ([], "the file must be an object with env and mounts, got []"),
+        ({"mounts": []}, "env must be an object of strings, got None"),
+        ({"env": {"A": 1}, "mounts": []}, "env['A'] must be a string, got 1"),
+        ({"env": {"": "x"}, "mounts": []}, "an env name must be non-empty without '=', got ''"),
+        ({"env": {}, "mounts": {}}, "mounts must be a list, got {}"),
+        ({"env": {}, "mounts": ["/x"]}, "mounts[0] must be an object, got '/x'"),
+        (
+            {"env": {}, "mounts": [{"containerPath": "x", "hostPath": "/y", "readOnly": True}]},
+            "mounts[0].containerPath must be an absolute path, got 'x'",
+        ),
+        (
+            {"env": {}, "mounts": [{"containerPath": "/x", "readOnly": True}]},
+            "mounts[0].hostPath must be an absolute path, got None",
+        ),
+        (
+            {"env": {}, "mounts": [{"containerPath": "/x", "hostPath": "/y", "readOnly": "yes"}]},
+            "mounts[0].readOnly must be true or false, got 'yes'",
+        ),
+    ],
+)
+def test_edits_of_another_shape_are_refused_naming_the_field(edits, words):
+    with pytest.raises(rt.ToolkitError) as exc:
+        rt.check_edits(edits, "/d/u/main.json")
+    assert str(exc.value) == f"DRA edits /d/u/main.json: {words}"
+
+
+def test_container_id_is_the_first_argument_after_the_options():
+    assert rt.container_id(["--detach", "--pid-file", "/p", "--process", "/f", "cid"]) == "cid"
+    assert rt.container_id(["-p=/f", "-t", "cid", "sh", "-c", "x"]) == "cid"
+    assert rt.container_id(["--", "cid"]) == "cid"
+    assert rt.container_id(["--cwd", "/w"]) is None
+
+
+@pytest.fixture
+def dra(installed, tmp_path: Path) -> dict[str, Path]:
+    """The installed toolkit with its DRA edits in tmp_path/dra (runtime.conf dra-edits=),
+    cards named by volume mounts and an unprivileged pod's own variable ignored."""
+    conf = installed["drv"] / "runtime.conf"
+    conf.write_text(
+        conf.read_text() + f"dra-edits={tmp_path / 'dra'}\n"
+        f"{rt.ACCEPT_ENVVAR_UNPRIVILEGED}=false\n{rt.ACCEPT_VOLUME_MOUNTS}=true\n"
+    )
+    return {**installed, "dra": tmp_path / "dra"}
+
+
+def test_create_applies_the_plugins_edits_and_gives_the_cards_they_mount(dra, tmp_path):
+    edits = _plugin_edits(tmp_path, 2, 0)
+    write_edits(str(dra["dra"]), POD_UID, "main", edits)
+    bundle = dra["bundle"]
+    # The pod's own variables: every card, its own preload. The edits win on both.
+    _write_spec(bundle, _annotated(_spec("NVIDIA_VISIBLE_DEVICES=all", "LD_PRELOAD=/evil.so")))
+    args = ["create", "--bundle", str(bundle), "cid"]
+    result = _run(dra, *args)
+    assert result.returncode == 0, result.stderr
+    assert _called(dra) == args
+    spec = json.loads((bundle / "config.json").read_text())
+    env = _env(spec)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "2,0"
+    for key, value in edits["env"].items():
+        if key != "NVIDIA_VISIBLE_DEVICES":
+            assert env[key] == value
+    assert [e for e in spec["process"]["env"] if e.startswith("LD_PRELOAD=")] == [
+        f"LD_PRELOAD={edits['env']['LD_PRELOAD']}"
+    ]
+    assert env["GPUSHARE_MOCK_INVENTORY"] == str(dra["inventory"])
+    for m in edits["mounts"]:
+        options = RO if m["readOnly"] else RW
+        assert {"destination": m["containerPath"], "type": "bind", "source": m["hostPath"], "options": options} in (
+            spec["mounts"]
+        )
+    assert any(not m["readOnly"] for m in edits["mounts"]), "the accounting file is writable"
+    assert rt.mounted_devices(spec) == ["2", "0"]
+    assert any(m["destination"] == "/usr/bin/nvidia-smi" for m in spec["mounts"])
+
+
+def test_create_with_edits_but_no_card_still_writes_the_edits(dra):
+    write_edits(str(dra["dra"]), POD_UID, "main", {"env": {"A": "1"}, "mounts": []})
+    bundle = dra["bundle"]
+    _write_spec(bundle, _annotated(_spec()))
+    assert _run(dra, "create", "--bundle", str(bundle), "cid").returncode == 0
+    spec = json.loads((bundle / "config.json").read_text())
+    assert _env(spec) == {"PATH": "/usr/bin:/bin", "A": "1"}
+    assert spec["mounts"] == _spec()["mounts"]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        _annotated(_spec(), name="sidecar"),  # another container of the pod: no file of its own
+        _annotated(_spec(), uid="another-pod"),
+        _annotated(_spec(), name="", kind="sandbox"),  # the pod's sandbox (pause) container
+        _annotated(_spec(), kind="sandbox"),
+        _annotated(_spec(), name=".."),
+        _spec(),  # not made by containerd's CRI
+    ],
+)
+def test_specs_without_their_own_edits_are_byte_for_byte_unchanged(dra, tmp_path, spec):
+    write_edits(str(dra["dra"]), POD_UID, "main", _plugin_edits(tmp_path, 1))
+    # a file the ".." container would find if names were not checked
+    (dra["dra"] / f"{POD_UID}.json").write_text(json.dumps({"env": {"X": "1"}, "mounts": []}))
+    bundle = dra["bundle"]
+    raw = _write_spec(bundle, spec)
+    before = os.stat(bundle / "config.json")
+    result = _run(dra, "create", "--bundle", str(bundle), "cid")
+    assert result.returncode == 0, result.stderr
+    assert (bundle / "config.json").read_bytes() == raw
+    assert os.stat(bundle / "config.json").st_ino == before.st_ino
+
+
+def test_malformed_edits_fail_the_create_naming_the_file_and_field(dra):
+    path = dra["dra"] / POD_UID / "main.json"
+    path.parent.mkdir(parents=True)
+    bundle = dra["bundle"]
+    raw = _write_spec(bundle, _annotated(_spec()))
+    log = bundle / "log.json"
+    path.write_text(json.dumps({"env": {}, "mounts": [{"containerPath": "/x", "hostPath": "y", "readOnly": True}]}))
+    result = _run(dra, "--log", str(log), "create", "--bundle", str(bundle), "cid")
+    assert result.returncode == 1
+    assert f"gpushare-mock-runtime: DRA edits {path}: mounts[0].hostPath must be an absolute path, got 'y'" in (
+        result.stderr
+    )
+    assert "mounts[0].hostPath" in json.loads(log.read_text().splitlines()[-1])["msg"]
+    path.write_text("{not json")
+    result = _run(dra, "create", "--bundle", str(bundle), "cid")
+    assert result.returncode == 1 and f"DRA edits {path}: not JSON" in result.stderr
+    assert not dra["record"].exists(), "runc ran for a refused container"
+    assert (bundle / "config.json").read_bytes() == raw
+
+
+def test_a_symlinked_edits_file_is_refused(dra, tmp_path):
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"env": {"LD_PRELOAD": ""}, "mounts": []}))
+    path = dra["dra"] / POD_UID / "main.json"
+    path.parent.mkdir(parents=True)
+    path.symlink_to(elsewhere)
+    bundle = dra["bundle"]
+    raw = _write_spec(bundle, _annotated(_spec()))
+    result = _run(dra, "create", "--bundle", str(bundle), "cid")
+    assert result.returncode == 1
+    assert f"gpushare-mock-runtime: DRA edits {path}: a symbolic link, refused" in result.stderr
+    assert (bundle / "config.json").read_bytes() == raw and not dra["record"].exists()
+
+
+def test_edits_are_read_from_the_default_dir_unless_configured(installed, tmp_path):
+    """Without dra-edits= the toolkit reads /var/run/gpushare-dra, not the configured dir."""
+    write_edits(str(tmp_path / "dra"), POD_UID, "main", {"env": {"A": "1"}, "mounts": []})
+    uid = f"{POD_UID}-nowhere"  # no such pod under the real default dir
+    bundle = installed["bundle"]
+    raw = _write_spec(bundle, _annotated(_spec(), uid=uid))
+    assert _run(installed, "create", "--bundle", str(bundle), "cid").returncode == 0
+    assert (bundle / "config.json").read_bytes() == raw
+    assert rt.Config.load(str(installed["drv"])).dra_edits == "/var/run/gpushare-dra"
+
+
+def test_dra_edits_conf_key_must_be_absolute(tmp_path):
+    (tmp_path / "runtime.conf").write_text("runc=/r\ninventory=/i\ndra-edits=/srv/dra\n")
+    assert rt.Config.load(str(tmp_path)).dra_edits == "/srv/dra"
+    (tmp_path / "runtime.conf").write_text("runc=/r\ninventory=/i\ndra-edits=var/run/dra\n")
+    with pytest.raises(rt.ToolkitError, match=r"dra-edits= must be an absolute path, got 'var/run/dra'"):
+        rt.Config.load(str(tmp_path))
+
+
+def _runc_state(root: Path, container: str, bundle: Path) -> Path:
+    """runc's state file of a running container, as ``runc create`` leaves it (trimmed)."""
+    state = root / container / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(
+        json.dumps(
+            {
+                "id": container,
+                "init_process_pid": 4242,
+                "config": {"rootfs": str(bundle / "rootfs"), "labels": [f"bundle={bundle}"]},
+            }
+        )
+    )
+    return state
+
+
+def test_exec_into_a_dra_container_gets_the_edits_env(dra, tmp_path):
+    edits = _plugin_edits(tmp_path, 1)
+    write_edits(str(dra["dra"]), POD_UID, "main", edits)
+    bundle = dra["bundle"]
+    _write_spec(bundle, _annotated(_spec()))
+    assert _run(dra, "create", "--bundle", str(bundle), "cid").returncode == 0
+    root = tmp_path / "runc-root"
+    _runc_state(root, "cid", bundle)
+    # What containerd hands runc for kubectl exec: the ORIGINAL spec's env, the pod's own.
+    process_file = tmp_path / "runc-process789"
+    process_file.write_text(json.dumps(_process("PATH=/usr/bin", "LD_PRELOAD=")))
+    args = ["--root", str(root), "exec", "--process", str(process_file), "--detach", "cid"]
+    result = _run(dra, *args)
+    assert result.returncode == 0, result.stderr
+    assert _called(dra) == args
+    env = _env({"process": json.loads(process_file.read_text())})
+    assert {k: env[k] for k in edits["env"]} == edits["env"]
+    assert env["GPUSHARE_MOCK_INVENTORY"] == str(dra["inventory"])
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+
+
+def test_exec_into_a_container_runc_does_not_know_or_without_edits_is_untouched(dra, tmp_path):
+    bundle = dra["bundle"]
+    _write_spec(bundle, _annotated(_spec(), name="sidecar"))
+    root = tmp_path / "runc-root"
+    _runc_state(root, "plain", bundle)
+    process_file = tmp_path / "runc-process1"
+    raw = json.dumps(_process("PATH=/usr/bin"), indent=2).encode()
+    process_file.write_bytes(raw)
+    for container in ("plain", "gone"):
+        result = _run(dra, "--root", str(root), "exec", "-p", str(process_file), container)
+        assert result.returncode == 0, result.stderr
+        assert process_file.read_bytes() == raw
+
+
+def test_exec_with_a_state_file_or_bundle_that_cannot_be_read_fails(dra, tmp_path):
+    root = tmp_path / "runc-root"
+    state = _runc_state(root, "cid", tmp_path / "no-bundle")
+    process_file = tmp_path / "runc-process2"
+    process_file.write_text(json.dumps(_process("PATH=/usr/bin")))
+    result = _run(dra, "--root", str(root), "exec", "-p", str(process_file), "cid")
+    assert result.returncode == 1
+    assert f"cannot read the OCI spec {tmp_path / 'no-bundle' / 'config.json'}" in result.stderr
+    state.write_text(json.dumps({"id": "cid", "config": {"labels": []}}))
+    result = _run(dra, "--root", str(root), "exec", "-p", str(process_file), "cid")
+    assert result.returncode == 1
+    assert f"gpushare-mock-runtime: {state}: no bundle=PATH label in config.labels" in result.stderr
+    state.unlink()
+    state.mkdir()  # there, but not readable as a file
+    result = _run(dra, "--root", str(root), "exec", "-p", str(process_file), "cid")
+    assert result.returncode == 1 and f"cannot read runc's state {state}: Is a directory" in result.stderr
+    assert not dra["record"].exists(), "runc ran an exec without its share"

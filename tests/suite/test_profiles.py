@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from gpushare_conformance.profiles import PROFILES, ProfileError, get_profile
+from gpushare_conformance.dra_request import DraRequestError
+from gpushare_conformance.profiles import PROFILES, ProfileError, dra_profile, get_profile
 
 
 def test_reference_profile_writes_the_seed_request():
@@ -112,9 +113,34 @@ def test_missing_allocation_annotation_is_an_error_not_zero_cards():
         get_profile("reference").allocated_cards({"metadata": {"name": "p", "annotations": {}}})
 
 
-def test_every_profile_names_its_node_resources():
+def test_every_profile_names_its_node_resources_or_its_dra_claim():
     for profile in PROFILES.values():
-        assert profile.node_resources and profile.memory_resource
+        if profile.dra is not None:
+            # A DRA stack advertises nothing on the node: its slices and claims speak.
+            assert not profile.node_resources and profile.dra.device_class and profile.dra.capacity
+        else:
+            assert profile.node_resources and profile.memory_resource
+
+
+def test_the_dra_profile_asks_the_seed_request_as_a_claim_template():
+    request = get_profile("dra").pod_request(8, 2)
+    assert request.labels == {} and request.limits == {}
+    devices = request.claim_template["spec"]["spec"]["devices"]
+    assert [r["exactly"]["capacity"]["requests"]["memory"] for r in devices["requests"]] == ["4Gi", "4Gi"]
+    assert devices["constraints"] == [
+        {"requests": ["gpu-0", "gpu-1"], "distinctAttribute": "gpu.gpushare.conformance.io/uuid"}
+    ]
+
+
+def test_a_dra_profile_for_another_driver_names_its_class_capacity_and_attribute():
+    profile = dra_profile("gpu.nvidia.com", "memory", "gpu.nvidia.com/uuid", "gpu.nvidia.com")
+    assert profile.dra.attribute_name == "uuid"
+    exactly = profile.pod_request(4, None).claim_template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert exactly["deviceClassName"] == "gpu.nvidia.com" and exactly["capacity"]["requests"] == {"memory": "4Gi"}
+    with pytest.raises(DraRequestError, match="distinct attribute must be <domain>/<name>.*'uuid'"):
+        dra_profile("gpu.nvidia.com", "memory", "uuid", "gpu.nvidia.com")
+    with pytest.raises(DraRequestError, match="capacity must be a non-empty name, got ''"):
+        dra_profile("gpu.nvidia.com", "", "gpu.nvidia.com/uuid", "gpu.nvidia.com")
 
 
 class _Nodes:
