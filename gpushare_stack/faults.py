@@ -45,6 +45,11 @@ SHIM_FAULTS = (
     ORDINAL_CARDS,
 )
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_FAULTS)
+# Faults of the DRA plugin (gpushare-dra-plugin): no-isolation as the device plugin's,
+# and a slice that publishes each card with more memory than it has.
+OVERCOMMIT_CAPACITY = "overcommit-capacity"
+OVERCOMMIT_FACTOR = 2
+DRA_PLUGIN_FAULTS = (NO_ISOLATION, OVERCOMMIT_CAPACITY)
 # shared-accounting: the one accounting file every container of the node is given.
 SHARED_USAGE_NAME = "shared-accounting-usage"
 SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
@@ -79,6 +84,20 @@ DEVICE_PLUGIN_HELP = (
     f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
     "falls off the bus stays Healthy and advertised (default: no fault)"
 )
+
+
+DRA_PLUGIN_HELP = (
+    f"break the DRA plugin on purpose, {HELP}: {NO_ISOLATION} prepares claims without the isolation "
+    "shim (no LD_PRELOAD, no GPUSHARE_MEMORY_LIMIT* variables: the capacity a claim consumed is not "
+    f"enforced in the pod); {OVERCOMMIT_CAPACITY} publishes each card's memory capacity "
+    f"{OVERCOMMIT_FACTOR}x its size, so the scheduler lets claims' shares over-commit a card "
+    "(default: no fault)"
+)
+
+
+def overcommitted_gib(memory_gib: int) -> int:
+    """Fault ``overcommit-capacity``: the memory a card is published with."""
+    return memory_gib * OVERCOMMIT_FACTOR
 
 
 def warn_fault(log: logging.Logger, component: str, fault: str | None) -> None:

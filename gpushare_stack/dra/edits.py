@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpushare_stack import contract
+from gpushare_stack import contract, faults
 from gpushare_stack.deviceplugin.container_files import write_container_files
 from gpushare_stack.deviceplugin.discovery import GpuCard
 from gpushare_stack.deviceplugin.environment import container_environment, device_list_mounts
@@ -43,8 +43,10 @@ def container_edits(
     cards: Mapping[int, GpuCard],
     native_host_dir: str,
     containers_dir: str,
+    isolation: bool = True,
 ) -> dict[str, Any]:
-    """The environment and mounts of one container holding ``shares``."""
+    """The environment and mounts of one container holding ``shares`` (``isolation``
+    False: the fault no-isolation, the shim and its limits left out)."""
     missing = [s.card_index for s in shares if s.card_index not in cards]
     if missing:
         raise ClaimError(f"cards {missing} of the claim's shares are not on this node")
@@ -56,8 +58,11 @@ def container_edits(
         card_gib=cards[indices[0]].memory_gib,
         native_host_dir=native_host_dir,
     )
-    env[contract.ENV_USAGE_FILE] = contract.CONTAINER_USAGE_FILE
-    files = write_container_files(containers_dir, pod_uid, container_index, env)
+    if isolation:
+        env[contract.ENV_USAGE_FILE] = contract.CONTAINER_USAGE_FILE
+        files = write_container_files(containers_dir, pod_uid, container_index, env)
+    else:  # as the device plugin's fault: no shim, no limits, no container files
+        env, files = faults.without_isolation(env), []
     mounts = [*mounts, *files, *device_list_mounts(env[contract.ENV_VISIBLE])]
     return {
         "env": dict(sorted(env.items())),
@@ -98,12 +103,14 @@ class Preparer:
         native_host_dir: str = contract.HOST_NATIVE_DIR,
         containers_dir: str = contract.HOST_CONTAINERS_DIR,
         dra_dir: str = DRA_DIR,
+        isolation: bool = True,
     ) -> None:
         self.pods = pods
         self.cards = cards
         self.native_host_dir = native_host_dir
         self.containers_dir = containers_dir
         self.dra_dir = dra_dir
+        self.isolation = isolation  # False only under the fault no-isolation
         self.pod_of_claim: dict[str, str] = {}  # claim UID -> pod UID
 
     def prepare(self, claim: Mapping[str, Any], shares: Sequence[Share]) -> dict[str, Path]:
@@ -126,7 +133,13 @@ class Preparer:
         written = {}
         for container, used in by_container.items():
             edits = container_edits(
-                pod_uid, index_of[container], used, cards, self.native_host_dir, self.containers_dir
+                pod_uid,
+                index_of[container],
+                used,
+                cards,
+                self.native_host_dir,
+                self.containers_dir,
+                self.isolation,
             )
             written[container] = write_edits(self.dra_dir, pod_uid, container, edits)
         self.pod_of_claim[str(meta.get("uid"))] = pod_uid

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
@@ -33,10 +33,13 @@ class SliceApi(Protocol):
 
 
 class SlicePublisher:
-    def __init__(self, api: SliceApi, node: str, driver: str = DRIVER) -> None:
+    def __init__(
+        self, api: SliceApi, node: str, driver: str = DRIVER, capacity_gib: Callable[[GpuCard], int] | None = None
+    ) -> None:
         self.api = api
         self.node = node
         self.driver = driver
+        self.capacity_gib = capacity_gib  # only a fault publishes other than the card's size
         self.generation = 0  # the pool generation last written
 
     def _current(self) -> dict[str, Any] | None:
@@ -55,17 +58,17 @@ class SlicePublisher:
         if current is not None:
             spec = current.get("spec") or {}
             self.generation = max(self.generation, int((spec.get("pool") or {}).get("generation") or 0))
-            wanted = resource_slice(self.node, cards, self.generation, self.driver)
+            wanted = resource_slice(self.node, cards, self.generation, self.driver, self.capacity_gib)
             if spec.get("devices") == wanted["spec"]["devices"] and spec.get("nodeName") == self.node:
                 return UNCHANGED
             self.generation += 1
-            wanted = resource_slice(self.node, cards, self.generation, self.driver)
+            wanted = resource_slice(self.node, cards, self.generation, self.driver, self.capacity_gib)
             wanted["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
             self.api.replace_resource_slice(wanted["metadata"]["name"], wanted)
             log.info("slice %s: devices changed, generation %d", wanted["metadata"]["name"], self.generation)
             return UPDATED
         self.generation += 1
-        wanted = resource_slice(self.node, cards, self.generation, self.driver)
+        wanted = resource_slice(self.node, cards, self.generation, self.driver, self.capacity_gib)
         self.api.create_resource_slice(wanted)
         log.info("slice %s: created, generation %d", wanted["metadata"]["name"], self.generation)
         return CREATED

@@ -11,7 +11,7 @@ model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpushare_stack.deviceplugin.discovery import GpuCard
@@ -28,9 +28,10 @@ def device_name(card: GpuCard) -> str:
     return f"gpu-{card.index}"
 
 
-def device(card: GpuCard) -> dict[str, Any]:
-    """One card as a shareable device."""
-    whole = f"{card.memory_gib}Gi"
+def device(card: GpuCard, capacity_gib: int | None = None) -> dict[str, Any]:
+    """One card as a shareable device (``capacity_gib``: the memory published, default
+    the card's whole GiB; only a fault publishes more)."""
+    whole = f"{card.memory_gib if capacity_gib is None else capacity_gib}Gi"
     return {
         "name": device_name(card),
         "allowMultipleAllocations": True,
@@ -51,10 +52,20 @@ def device(card: GpuCard) -> dict[str, Any]:
     }
 
 
-def resource_slice(node: str, cards: Iterable[GpuCard], generation: int, driver: str = DRIVER) -> dict[str, Any]:
+def resource_slice(
+    node: str,
+    cards: Iterable[GpuCard],
+    generation: int,
+    driver: str = DRIVER,
+    capacity_gib: Callable[[GpuCard], int] | None = None,
+) -> dict[str, Any]:
     """The node's one slice (pool = the node's name). Cards under 1 GiB cannot take a
     share and are left out; ``generation`` goes up whenever the devices change."""
-    devices = [device(c) for c in sorted(cards, key=lambda c: c.index) if c.memory_gib >= STEP_GIB]
+    devices = [
+        device(c, capacity_gib(c) if capacity_gib else None)
+        for c in sorted(cards, key=lambda c: c.index)
+        if c.memory_gib >= STEP_GIB
+    ]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

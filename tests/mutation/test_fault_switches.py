@@ -344,8 +344,17 @@ def render(path: Path) -> list[dict]:
     ],
 )
 def test_fault_overlay_is_the_mock_stack_plus_just_the_flag(fault, kind, name):
-    mock = render(MANIFESTS / "overlays" / "mock")
-    broken = render(MANIFESTS / "overlays" / "faults" / fault)
+    _overlay_is_base_plus_flag("mock", fault, fault, kind, name)
+
+
+@pytest.mark.parametrize("fault", faults.DRA_PLUGIN_FAULTS)
+def test_dra_fault_overlay_is_the_dra_stack_plus_just_the_flag(fault):
+    _overlay_is_base_plus_flag("dra", f"dra-{fault}", fault, "DaemonSet", "gpushare-dra-plugin")
+
+
+def _overlay_is_base_plus_flag(base: str, overlay: str, fault: str, kind: str, name: str) -> None:
+    mock = render(MANIFESTS / "overlays" / base)
+    broken = render(MANIFESTS / "overlays" / "faults" / overlay)
     assert len(broken) == len(mock)
     for sound, faulty in zip(mock, broken, strict=True):
         if (faulty["kind"], faulty["metadata"]["name"]) != (kind, name):

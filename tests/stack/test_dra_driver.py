@@ -11,6 +11,7 @@ import tempfile
 import grpc
 import pytest
 
+from gpushare_stack import faults
 from gpushare_stack.api.dra import dra_pb2, dra_pb2_grpc
 from gpushare_stack.api.pluginregistration import registration_pb2, registration_pb2_grpc
 from gpushare_stack.deviceplugin.discovery import GpuCard
@@ -290,3 +291,35 @@ def test_a_claim_reserved_for_no_pod_is_not_prepared(tmp_path):
     preparer = Preparer(Pods(), lambda: CARDS, "/n", str(tmp_path), str(tmp_path / "dra"))
     with pytest.raises(ClaimError, match="reserved for 0 pods"):
         preparer.prepare(claim([result("gpu-0", "gpu-1")]), [Share("gpu-0", "gpu-1", 1, 4, None)])
+
+
+def test_the_fault_overcommit_capacity_publishes_each_card_twice_its_size():
+    api = SliceApi()
+    SlicePublisher(api, "vm", capacity_gib=lambda card: faults.overcommitted_gib(card.memory_gib)).publish(CARDS)
+    (stored,) = api.slices.values()
+    for device, card in zip(stored["spec"]["devices"], CARDS, strict=True):
+        memory = device["capacity"]["memory"]
+        assert memory["value"] == f"{2 * card.memory_gib}Gi" == memory["requestPolicy"]["validRange"]["max"]
+
+
+def test_the_fault_no_isolation_prepares_the_cards_without_the_shim_or_its_limits(tmp_path):
+    containers_dir = tmp_path / "containers"
+    containers_dir.mkdir()
+    pod = {
+        "metadata": {"namespace": "ns", "name": "p", "uid": "pod-uid"},
+        "spec": {
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": "c"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "gpus"}]}}],
+        },
+    }
+    allocated = claim([result("gpu-0", "gpu-1")])
+    allocated["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "pod-uid"}]
+    sound = Preparer(Pods(pod), lambda: CARDS, "/n", str(containers_dir), str(tmp_path / "sound"))
+    broken = Preparer(Pods(pod), lambda: CARDS, "/n", str(containers_dir), str(tmp_path / "broken"), isolation=False)
+    share = [Share("gpu-0", "gpu-1", 1, 4, None)]
+    kept = json.loads(sound.prepare(allocated, share)["main"].read_text())
+    dropped = json.loads(broken.prepare(allocated, share)["main"].read_text())
+    assert "LD_PRELOAD" in kept["env"] and "GPUSHARE_MEMORY_LIMIT_0" in kept["env"]
+    assert not [k for k in dropped["env"] if k == "LD_PRELOAD" or k.startswith("GPUSHARE_MEMORY_LIMIT")]
+    assert dropped["env"]["NVIDIA_VISIBLE_DEVICES"] == "1"
+    assert [m["containerPath"] for m in dropped["mounts"] if m["containerPath"].startswith("/etc/gpushare")] == []
