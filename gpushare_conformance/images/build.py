@@ -150,6 +150,7 @@ def _app_layer(out_dir: Path, native_build: Path, progress: Progress) -> Path:
         for command, module in (
             ("gpushare-extender", "gpushare_stack.extender"),
             ("gpushare-device-plugin", "gpushare_stack.deviceplugin"),
+            ("gpushare-dra-plugin", "gpushare_stack.dra"),
         ):
             wrapper = bin_dir / command
             wrapper.write_text(f'#!/bin/sh\nexec python3 -m {module} "$@"\n')

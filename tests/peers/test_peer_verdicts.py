@@ -20,15 +20,12 @@ the cluster lacks (this one has a single GPU node).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
+from suite_child import assert_evidence_only, run_suite, table
 
-from gpushare_conformance.report import VERDICTS_FILE, read_verdicts
-from gpushare_conformance.summary import FAIL, INFO, PASS, build_summary, conformance_line
+from gpushare_conformance.summary import FAIL, INFO, PASS, conformance_line
 
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
 
@@ -37,54 +34,6 @@ SINGLE_CARD_RULES = ("share_fits_card", "node_advertises", "capacity_returned")
 MULTI_CARD_RULES = ("multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards")
 ISOLATION_RULES = ("isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container")
 HOSTILE_RULES = ("hostile_environment", "hostile_accounting", "hostile_descendants")
-# What only a second GPU node could show; anything else skipped is a defect of the suite.
-CLUSTER_LACKS = re.compile(r"two or more GPU nodes|a mock GPU node whose driver the suite can reach")
-# A check that failed on a Python error rather than on evidence.
-EXCEPTION = re.compile(r"\b(ProfileError|KeyError|TypeError|AttributeError|IndexError|ValueError|Traceback)\b")
-CHILD_TIMEOUT_S = 1500
-
-
-def run_suite(cluster, tmp_path, profile: str) -> tuple[subprocess.CompletedProcess, object]:
-    """``gpushare-conformance run`` against the running cluster, as a user would."""
-    report = tmp_path / f"report-{profile}"
-    argv = [
-        sys.executable,
-        "-m",
-        "gpushare_conformance",
-        "run",
-        "--cluster",
-        "existing",
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-        "--stack",
-        profile,
-        "--report-dir",
-        str(report),
-        "--",
-        "--gpushare-mock-nvml",
-        "-p",
-        "no:cacheprovider",
-    ]
-    env = {**os.environ, "COLUMNS": "160"}
-    child = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
-    print(child.stdout[-6000:])
-    verdicts = report / VERDICTS_FILE
-    assert verdicts.is_file(), f"no {verdicts}: exit {child.returncode}\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}"
-    return child, read_verdicts(verdicts)
-
-
-def assert_evidence_only(result) -> None:
-    """No check errored or failed on an exception, and skips are only for what the cluster lacks."""
-    errors = {t: o.reason for t, o in result.outcomes.items() if o.outcome == "error"}
-    assert not errors, errors
-    crashes = {t: o.reason for t, o in result.outcomes.items() if o.outcome == "failed" and EXCEPTION.search(o.reason)}
-    assert not crashes, crashes
-    skips = {t: o.reason for t, o in result.outcomes.items() if o.outcome == "skipped"}
-    assert all(CLUSTER_LACKS.search(r) for r in skips.values()), skips
-
-
-def table(result) -> dict[str, object]:
-    return {line.rule.id: line for line in build_summary(result)}
 
 
 def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolation_with_evidence(

@@ -1,4 +1,5 @@
-"""Fixtures of the peer tests: the session's local cluster and a way to switch its stack."""
+"""Fixtures of the tests that switch the local cluster's stack (tests/peers, tests/dra):
+the session's local provider and a way to switch its stack."""
 
 from __future__ import annotations
 

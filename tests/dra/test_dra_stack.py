@@ -1,0 +1,158 @@
+"""The seed's rules under Dynamic Resource Allocation: the reference DRA driver judged
+by the whole suite with the ``dra`` profile, and the suite catching its two faults.
+
+The session's local cluster is switched to the DRA stack (manifests/overlays/dra:
+gpushare-dra-plugin, its DeviceClass, kube-scheduler without extender;
+tests/conftest.py puts the reference stack back at the end), then:
+
+- ``gpushare-conformance run --cluster existing --stack dra -- --gpushare-mock-nvml``,
+  as a user runs it against a DRA driver: every seed rule PASSes, on the same evidence
+  as the extended-resource stacks (nvidia-smi and framework totals in the pod,
+  allocation past the share refused, budgets, lifecycle, restrictions);
+- each DRA fault (``gpushare-dra-plugin --fault``) deployed in turn, the checks that
+  guard against it run in a child pytest: exactly those fail, showing the broken
+  figure, and a control check the fault leaves alone passes.
+
+    flock /tmp/gpushare-cluster.lock .venv/bin/python -m pytest tests/dra -q -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from suite_child import assert_evidence_only, run_suite, table
+
+from gpushare_conformance.fixtures.framework import stack, stacks
+from gpushare_conformance.fixtures.framework.timeouts import Timeouts
+from gpushare_conformance.fixtures.plugin import progress_printer
+from gpushare_conformance.summary import INFO, PASS, SKIP, conformance_line
+from gpushare_stack import faults
+
+pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
+
+REPO = Path(__file__).resolve().parents[2]
+FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
+DRA = stacks.STACKS["dra"]
+# What a DRA stack has no part for: kube-scheduler itself places claims, so there is
+# no extender to restart.
+NO_EXTENDER = r"names no extender pods \(kube-scheduler itself places its claims\)"
+# Rules that only a second GPU node can judge (the local cluster has one).
+MULTI_NODE_RULES = ("multi_node",)
+ISOLATION = "conformance/test_isolation.py"
+SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
+CHILD_TIMEOUT_S = 900
+
+
+def test_every_seed_rule_passes_on_the_reference_dra_driver(cluster, switch, tmp_path):
+    switch("dra")
+    child, result = run_suite(cluster, tmp_path, "dra")
+    assert_evidence_only(result, also_lacking=NO_EXTENDER)
+    lines = table(result)
+    judged = {r: (line.status, line.figure) for r, line in lines.items() if line.status not in (SKIP, "----")}
+    failed = {r: figure for r, (status, figure) in judged.items() if status not in (PASS, INFO)}
+    assert not failed, failed
+    unjudged = {r: line.figure for r, line in lines.items() if line.status in (SKIP, "----")}
+    assert set(unjudged) <= set(MULTI_NODE_RULES), unjudged
+    assert child.returncode == 0, child.stdout[-3000:]
+    assert conformance_line(list(lines.values())).startswith("conforms to the seed: yes"), child.stdout[-2000:]
+    # The seed's Job: 8 GiB over 2 cards as two claims' requests of 4Gi, and the pod sees 4 GiB on each.
+    assert lines["multi_gpu_share"].figure.startswith("2 cards x "), lines["multi_gpu_share"].figure
+    # The integer rule, as DRA phrases it: 3 GiB over 2 cards is asked as 1536Mi per card.
+    shares = [r for r in result.records if r.base_check == "per_card_share"]
+    assert shares and all(r.passed for r in shares), shares
+    assert all("DRA takes any quantity: asked 1536 MiB" in r.detail for r in shares), [r.detail for r in shares]
+
+
+def _junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    outcomes: dict[str, tuple[str, str]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        outcome, text = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            element = case.find(kind)
+            if element is not None:
+                outcome, text = {"failure": "failed"}.get(kind, kind), f"{element.get('message', '')}\n{element.text}"
+                break
+        outcomes[test_id] = (outcome, text)
+    return outcomes
+
+
+FAULT_CASES = {
+    # Claims prepared without the shim: the pod sees the whole V100 though its claim
+    # consumed 4 GiB of each card.
+    faults.NO_ISOLATION: (
+        {
+            SEED: r"16160 MiB is the card's physical size",
+            f"{ISOLATION}::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory": (
+                r"16160 MiB is the card's physical size"
+            ),
+        },
+        f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
+    ),
+    # Each card published with twice its memory: two claims' shares over-commit a card,
+    # and the slice no longer matches what NVML reports.
+    faults.OVERCOMMIT_CAPACITY: (
+        {
+            f"{ISOLATION}::test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card": (
+                r"overbook.*it is running on .*the stack placed it"
+            ),
+            f"{ISOLATION}::test_node_advertising_matches_nvml_inventory": r"advertised_gpu_mem.*120",
+        },
+        SEED,
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULT_CASES))
+def test_the_checks_catch_each_dra_fault(fault, cluster, switch, kube, tmp_path, pytestconfig):
+    progress = progress_printer(pytestconfig)
+    must_fail, control = FAULT_CASES[fault]
+    switch("dra")
+    timeouts = Timeouts()
+    try:
+        kube.kubectl("apply", "-k", str(FAULT_OVERLAYS / f"dra-{fault}"), timeout=timeouts.apply)
+        stacks.wait_stack(kube, DRA, timeouts, progress)
+        log = stack.component_log(kube, DRA.namespace, "app=gpushare-dra-plugin")
+        assert f"FAULT INJECTED: gpushare-dra-plugin runs with --fault {fault}" in log, log[-2000:]
+        checks = [*must_fail, control]
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *checks,
+            "--gpushare-cluster",
+            "existing",
+            "--gpushare-cluster-kubeconfig",
+            str(cluster.kubeconfig),
+            "--gpushare-stack",
+            "dra",
+            "--gpushare-mock-nvml",
+            "--gpushare-report-dir",
+            str(tmp_path),
+            "--junitxml",
+            str(tmp_path / "junit.xml"),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ]
+        child = subprocess.run(
+            argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=CHILD_TIMEOUT_S
+        )
+    finally:
+        kube.kubectl("apply", "-k", str(DRA.overlay), timeout=timeouts.apply)
+        stacks.wait_stack(kube, DRA, timeouts, progress)
+    tail = child.stdout[-4000:]
+    assert child.returncode == 1, f"checks under --fault {fault} exited {child.returncode}, wanted 1:\n{tail}"
+    outcomes = _junit_outcomes(tmp_path / "junit.xml")
+    failed = sorted(t for t, (outcome, _) in outcomes.items() if outcome == "failed")
+    assert failed == sorted(must_fail), f"under --fault {fault} these failed: {failed}\n{tail}"
+    assert outcomes[control][0] == "passed", f"control {control} under --fault {fault}: {outcomes[control]}"
+    for check, shows in must_fail.items():
+        text = outcomes[check][1]
+        assert re.search(shows, text, re.S | re.I), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"
+        progress(f"--fault {fault} caught by {check.split('::', 1)[1]}: {text.strip().splitlines()[0][:300]}")
