@@ -272,6 +272,8 @@ def test_a_pod_created_with_another_pods_allocation_gets_no_card(suite):
                 cards = [f"card {i}: {mib} MiB" for i, mib in sorted(card_totals_mib(report).items())]
             except AssertionError as exc:  # running, but nvidia-smi finds no card
                 state = podstate.PodState(state.kind, f"nvidia-smi: {str(exc)[:200]}")
+            except ProgramMissing:  # no driver was given to it at all
+                state = podstate.PodState(state.kind, "no nvidia-smi in it: the node gave it no driver")
         suite.expect(
             v.none_of(
                 "forged_allocation_served",

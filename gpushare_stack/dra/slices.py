@@ -1,4 +1,4 @@
-"""The ResourceSlice a node publishes: one device per healthy card, shared by memory.
+"""The ResourceSlices a node publishes: one device per healthy card, shared by memory.
 
 resource.k8s.io/v1 with consumable capacity (gate DRAConsumableCapacity): each device
 allows multiple allocations and publishes one capacity, ``memory``, the card's whole
@@ -52,36 +52,50 @@ def device(card: GpuCard, capacity_gib: int | None = None) -> dict[str, Any]:
     }
 
 
-def resource_slice(
+def resource_slices(
     node: str,
     cards: Iterable[GpuCard],
     generation: int,
     driver: str = DRIVER,
     capacity_gib: Callable[[GpuCard], int] | None = None,
-) -> dict[str, Any]:
-    """The node's one slice (pool = the node's name). Cards under 1 GiB cannot take a
-    share and are left out; ``generation`` goes up whenever the devices change."""
+) -> list[dict[str, Any]]:
+    """The node's pool (named after the node): one slice per card, each holding that
+    card's one device; ``generation`` goes up whenever the devices change. Cards under
+    1 GiB cannot take a share and are left out; a node without cards publishes one
+    empty slice, so the pool says so.
+
+    One card per slice because kube-scheduler 1.34's allocator, when it commits a
+    shared device, checks the capacity of the slice's device at the index of the
+    device within the request (always 0 for our requests of one device), not of the
+    device it picked: with several cards in one slice, a share picked on card 3 is
+    checked against card 0, and a claim that fills every card is refused. In a slice of
+    one device the two are the same device.
+    """
     devices = [
         device(c, capacity_gib(c) if capacity_gib else None)
         for c in sorted(cards, key=lambda c: c.index)
         if c.memory_gib >= STEP_GIB
     ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": slice_name(node, driver)},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    groups = [[d] for d in devices] or [[]]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": slice_name(node, driver, group[0]["name"] if group else "none")},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": len(groups)},
+                "devices": group,
+            },
+        }
+        for group in groups
+    ]
 
 
-def slice_name(node: str, driver: str = DRIVER) -> str:
-    """A name unique per node and driver, within the 253 characters of a name."""
-    return f"{node}-{driver}"[:253]
+def slice_name(node: str, driver: str = DRIVER, device_name: str = "none") -> str:
+    """A name unique per node, driver and device, within the 253 characters of a name."""
+    return f"{node}-{driver}-{device_name}"[-253:].lstrip("-.")
 
 
 def device_class(driver: str = DRIVER, name: str = DEVICE_CLASS) -> dict[str, Any]:

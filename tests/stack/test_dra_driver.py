@@ -27,13 +27,16 @@ CARDS = [GpuCard(i, f"GPU-{i:08d}-0000-0000-0000-000000000000", "Tesla V100-SXM2
 
 
 def test_each_card_is_one_device_shared_by_memory_in_gib_steps():
-    slice_ = slices.resource_slice("vm", [*CARDS, GpuCard(9, "GPU-tiny", "tiny", 1000)], generation=3)
-    spec = slice_["spec"]
-    assert (slice_["apiVersion"], slice_["kind"]) == ("resource.k8s.io/v1", "ResourceSlice")
-    assert (spec["driver"], spec["nodeName"]) == (DRIVER, "vm")
-    assert spec["pool"] == {"name": "vm", "generation": 3, "resourceSliceCount": 1}
-    assert [d["name"] for d in spec["devices"]] == ["gpu-0", "gpu-1"], "a card under 1 GiB takes no share"
-    gpu1 = spec["devices"][1]
+    published = slices.resource_slices("vm", [*CARDS, GpuCard(9, "GPU-tiny", "tiny", 1000)], generation=3)
+    assert [s["metadata"]["name"] for s in published] == [f"vm-{DRIVER}-gpu-0", f"vm-{DRIVER}-gpu-1"]
+    for slice_ in published:
+        spec = slice_["spec"]
+        assert (slice_["apiVersion"], slice_["kind"]) == ("resource.k8s.io/v1", "ResourceSlice")
+        assert (spec["driver"], spec["nodeName"]) == (DRIVER, "vm")
+        assert spec["pool"] == {"name": "vm", "generation": 3, "resourceSliceCount": 2}
+    devices = [d for s in published for d in s["spec"]["devices"]]
+    assert [d["name"] for d in devices] == ["gpu-0", "gpu-1"], "a card under 1 GiB takes no share"
+    gpu1 = devices[1]
     assert gpu1["allowMultipleAllocations"] is True
     assert gpu1["attributes"]["uuid"] == {"string": CARDS[1].uuid} and gpu1["attributes"]["index"] == {"int": 1}
     assert gpu1["capacity"] == {
@@ -171,19 +174,22 @@ def test_the_share_figures_reach_what_prepares_the_container():
 
 
 class SliceApi:
-    """ResourceV1Api's slice calls over a dict, with resourceVersion and 404s as the API server has them."""
+    """ResourceV1Api's slice calls over a dict, with resourceVersion and field selectors
+    as the API server has them."""
 
     def __init__(self) -> None:
         self.slices: dict[str, dict] = {}
         self.version = 0
         self.calls: list[str] = []
 
-    def read_resource_slice(self, name, **kwargs):
-        from kubernetes.client.exceptions import ApiException
-
-        if name not in self.slices:
-            raise ApiException(status=404, reason="Not Found")
-        return type("Response", (), {"data": json.dumps(self.slices[name]).encode()})()
+    def list_resource_slice(self, field_selector="", **kwargs):
+        wanted = dict(part.split("=", 1) for part in field_selector.split(",") if part)
+        items = [
+            s
+            for s in self.slices.values()
+            if all(s["spec"].get(key.removeprefix("spec.")) == value for key, value in wanted.items())
+        ]
+        return type("Response", (), {"data": json.dumps({"items": items}).encode()})()
 
     def _store(self, body):
         self.version += 1
@@ -201,26 +207,48 @@ class SliceApi:
         self.calls.append("replace")
         self._store(body)
 
+    def delete_resource_slice(self, name, **kwargs):
+        self.calls.append("delete")
+        del self.slices[name]
 
-def test_the_slice_follows_the_cards_and_comes_back_after_the_kubelet_wipes_it():
+
+def _pool(api: SliceApi) -> list[tuple[str, int, int]]:
+    """(device names, generation, slice count) of each stored slice, by name."""
+    return [
+        (
+            [d["name"] for d in s["spec"]["devices"]],
+            s["spec"]["pool"]["generation"],
+            s["spec"]["pool"]["resourceSliceCount"],
+        )
+        for _, s in sorted(api.slices.items())
+    ]
+
+
+def test_the_slices_follow_the_cards_and_come_back_after_the_kubelet_wipes_them():
     api = SliceApi()
     publisher = SlicePublisher(api, "vm")
     assert publisher.publish(CARDS) == "created"
     assert publisher.publish(CARDS) == "unchanged"
-    (stored,) = api.slices.values()
-    assert stored["spec"]["pool"]["generation"] == 1 and len(stored["spec"]["devices"]) == 2
+    assert _pool(api) == [(["gpu-0"], 1, 2), (["gpu-1"], 1, 2)], "one slice per card, one pool"
     assert publisher.publish(CARDS[1:]) == "updated"  # card 0 fell off the bus
-    (stored,) = api.slices.values()
-    assert stored["spec"]["pool"]["generation"] == 2 and [d["name"] for d in stored["spec"]["devices"]] == ["gpu-1"]
+    assert _pool(api) == [(["gpu-1"], 2, 1)]
     api.slices.clear()  # the kubelet restarted
     assert publisher.publish(CARDS) == "created"
-    (stored,) = api.slices.values()
-    assert stored["spec"]["pool"]["generation"] == 3
-    assert api.calls == ["create", "replace", "create"]
-    # A new process finds the slice and goes on from its generation.
+    assert _pool(api) == [(["gpu-0"], 3, 2), (["gpu-1"], 3, 2)]
+    assert api.calls == ["create", "create", "replace", "delete", "create", "create"]
+    # A new process finds the slices and goes on from their generation.
     again = SlicePublisher(api, "vm")
     assert again.publish(CARDS) == "unchanged" and again.publish(CARDS[:1]) == "updated"
-    assert next(iter(api.slices.values()))["spec"]["pool"]["generation"] == 4
+    assert _pool(api) == [(["gpu-0"], 4, 1)]
+    # Another node's slices are not this publisher's.
+    SlicePublisher(api, "other").publish(CARDS[:1])
+    assert again.publish(CARDS[:1]) == "unchanged"
+
+
+def test_a_node_without_cards_publishes_an_empty_pool():
+    api = SliceApi()
+    SlicePublisher(api, "vm").publish([])
+    assert _pool(api) == [([], 1, 1)]
 
 
 def test_each_container_gets_the_shares_of_the_requests_it_uses():
@@ -296,8 +324,8 @@ def test_a_claim_reserved_for_no_pod_is_not_prepared(tmp_path):
 def test_the_fault_overcommit_capacity_publishes_each_card_twice_its_size():
     api = SliceApi()
     SlicePublisher(api, "vm", capacity_gib=lambda card: faults.overcommitted_gib(card.memory_gib)).publish(CARDS)
-    (stored,) = api.slices.values()
-    for device, card in zip(stored["spec"]["devices"], CARDS, strict=True):
+    devices = [d for _, s in sorted(api.slices.items()) for d in s["spec"]["devices"]]
+    for device, card in zip(devices, CARDS, strict=True):
         memory = device["capacity"]["memory"]
         assert memory["value"] == f"{2 * card.memory_gib}Gi" == memory["requestPolicy"]["validRange"]["max"]
 
