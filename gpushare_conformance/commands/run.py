@@ -28,6 +28,13 @@ from gpushare_conformance.report import VERDICTS_FILE, ReportError, read_verdict
 
 CHECKS_PACKAGE = "gpushare_conformance.conformance"
 CLUSTERS = ("local", "kind", "existing")
+# Another DRA driver's spelling of a share (--stack dra): option -> what it names.
+DRA_OPTIONS = {
+    "device-class": "the DeviceClass claims ask cards from (default gpu.gpushare.conformance.io; NVIDIA's: gpu.nvidia.com)",
+    "capacity": "the device capacity holding a card's memory (default memory)",
+    "attribute": "the device attribute telling cards apart, <domain>/<name> (default <driver>/uuid)",
+    "driver": "the driver publishing the class's devices (default: the attribute's domain)",
+}
 
 
 def _workers(text: str) -> int:
@@ -74,6 +81,10 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--gpushare-keep-cluster-up"]
     if args.kind_binary:
         argv += ["--gpushare-kind-binary", args.kind_binary]
+    for name in DRA_OPTIONS:
+        value = getattr(args, f"dra_{name.replace('-', '_')}", None)
+        if value is not None:
+            argv += [f"--gpushare-dra-{name}", value]
     log_level = getattr(args, "log_level", None)
     if log_level:
         argv += ["--log-level", log_level]  # pytest's own: the level its log capture and reports keep
@@ -207,8 +218,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="cluster provider: local (default; binaries on this host), kind, or existing",
     )
     parser.add_argument(
-        "--stack", choices=tuple(PROFILES), default="reference", help="stack profile to check (default reference)"
+        "--stack",
+        choices=tuple(PROFILES),
+        default="reference",
+        help="stack profile to check (default reference); dra: a DRA driver sharing cards by a memory "
+        "capacity (the local cluster switches to this project's DRA driver)",
     )
+    for name, what in DRA_OPTIONS.items():
+        parser.add_argument(
+            f"--dra-{name}",
+            default=None,
+            metavar="NAME",
+            help=f"with --stack dra: {what} (pytest: --gpushare-dra-{name})",
+        )
     parser.add_argument(
         "--report-dir",
         default="reports",

@@ -16,6 +16,7 @@ BINARIES = {
     "gpushare-conformance": "gpushare_conformance.cli",
     "gpushare-extender": "gpushare_stack.extender",
     "gpushare-device-plugin": "gpushare_stack.deviceplugin",
+    "gpushare-dra-plugin": "gpushare_stack.dra",
 }
 
 
@@ -42,13 +43,33 @@ def test_log_level_applies_to_the_command_and_is_passed_to_the_run():
         cli.build_parser().parse_args(["--log-level", "loud", "run"])
 
 
-@pytest.mark.parametrize("name", ["gpushare-extender", "gpushare-device-plugin"])
+def test_run_passes_another_dra_drivers_spelling_to_the_checks():
+    args = cli.build_parser().parse_args(
+        [
+            "run",
+            "--cluster",
+            "existing",
+            "--stack",
+            "dra",
+            "--dra-device-class",
+            "gpu.nvidia.com",
+            "--dra-driver",
+            "gpu.nvidia.com",
+        ]
+    )
+    argv = run.pytest_argv(args)
+    assert argv[argv.index("--gpushare-dra-device-class") + 1] == "gpu.nvidia.com"
+    assert argv[argv.index("--gpushare-dra-driver") + 1] == "gpu.nvidia.com"
+    assert "--gpushare-dra-capacity" not in argv
+
+
+@pytest.mark.parametrize("name", ["gpushare-extender", "gpushare-device-plugin", "gpushare-dra-plugin"])
 @pytest.mark.parametrize("content", ["", None, "\xff\xfe not yaml"], ids=["empty", "missing", "garbage"])
 def test_a_stack_binary_with_an_unusable_kubeconfig_says_so_in_one_line(tmp_path, name, content):
     kubeconfig = tmp_path / "kubeconfig"
     if content is not None:
         kubeconfig.write_bytes(content.encode("latin-1"))
-    if name == "gpushare-device-plugin":
+    if name in ("gpushare-device-plugin", "gpushare-dra-plugin"):
         result = _main(BINARIES[name], "--kubeconfig", str(kubeconfig), "--node-name", "n")
     else:
         result = _main(BINARIES[name], "--kubeconfig", str(kubeconfig), "--port", "0")

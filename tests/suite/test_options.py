@@ -18,6 +18,19 @@ def test_defaults_are_local_reference_mocked():
     assert o.provider_options() == {"inventory": None, "keep": False}
 
 
+def test_the_dra_options_spell_another_drivers_claims():
+    assert opts(gpushare_stack="dra").profile.dra.device_class == "gpu.gpushare.conformance.io"
+    nvidia = opts(
+        gpushare_cluster="existing",
+        gpushare_stack="dra",
+        gpushare_dra_device_class="gpu.nvidia.com",
+        gpushare_dra_driver="gpu.nvidia.com",
+    ).profile
+    assert nvidia.name == "dra" and nvidia.dra.distinct_attribute == "gpu.nvidia.com/uuid"
+    exactly = nvidia.pod_request(8, 2).claim_template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert exactly["deviceClassName"] == "gpu.nvidia.com" and exactly["capacity"]["requests"] == {"memory": "4Gi"}
+
+
 def test_existing_defaults_to_real_gpus():
     assert opts(gpushare_cluster="existing").mocked_nvml is False
 
@@ -46,6 +59,18 @@ def test_existing_defaults_to_real_gpus():
         ),
         ({"gpushare_kind_binary": "sh"}, r"--gpushare-kind-binary only applies to --gpushare-cluster kind"),
         ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--gpushare-mock-inventory: file not found"),
+        (
+            {"gpushare_dra_capacity": "memory"},
+            r"--gpushare-dra-capacity='memory': applies to --gpushare-stack dra only, got --gpushare-stack reference",
+        ),
+        (
+            {"gpushare_stack": "dra", "gpushare_dra_attribute": "uuid"},
+            r"--gpushare-dra-attribute: DRA distinct attribute must be <domain>/<name>.*got 'uuid'",
+        ),
+        (
+            {"gpushare_stack": "dra", "gpushare_dra_capacity": " "},
+            r"--gpushare-dra-capacity: DRA capacity must be a non-empty name, got ' '",
+        ),
     ],
 )
 def test_bad_options_name_the_option(values, message):
@@ -76,6 +101,10 @@ SUITE_OPTIONS = (
     "--gpushare-wait-timeout",
     "--gpushare-timeout",
     "--gpushare-verdict-summary",
+    "--gpushare-dra-device-class",
+    "--gpushare-dra-capacity",
+    "--gpushare-dra-attribute",
+    "--gpushare-dra-driver",
 )
 
 
