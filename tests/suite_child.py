@@ -7,6 +7,9 @@ import os
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from gpushare_conformance.report import VERDICTS_FILE, VerdictFile, read_verdicts
 from gpushare_conformance.summary import RuleLine, build_summary
@@ -61,3 +64,43 @@ def assert_evidence_only(result: VerdictFile, also_lacking: str | None = None) -
 
 def table(result: VerdictFile) -> dict[str, RuleLine]:
     return {line.rule.id: line for line in build_summary(result)}
+
+
+def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """Test id (``file.py::name[param]``) -> (outcome, failure text) from a JUnit XML file."""
+    outcomes: dict[str, tuple[str, str]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        module = case.get("classname", "").replace(".", "/") + ".py"
+        test_id = f"{module}::{case.get('name')}"
+        outcome, text = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            element = case.find(kind)
+            if element is not None:
+                outcome = {"failure": "failed"}.get(kind, kind)
+                text = f"{element.get('message', '')}\n{element.text or ''}"
+                break
+        outcomes[test_id] = (outcome, text)
+    return outcomes
+
+
+def assert_caught(
+    outcomes: dict[str, tuple[str, str]],
+    must_fail: Mapping[str, str],
+    control: str,
+    fault: str,
+    tail: str,
+    progress: Callable[[str], None],
+) -> None:
+    """Exactly the checks of ``must_fail`` failed, each showing its pattern (the broken
+    figure), and the control the fault leaves alone passed."""
+    checks = [*must_fail, control]
+    assert set(outcomes) == set(checks), f"the child ran {sorted(outcomes)}, asked for {checks}"
+    failed = sorted(t for t, (outcome, _) in outcomes.items() if outcome == "failed")
+    assert failed == sorted(must_fail), f"under --fault {fault} these failed: {failed}\n{tail}"
+    assert outcomes[control][0] == "passed", (
+        f"control {control} is {outcomes[control][0]} under --fault {fault}:\n{outcomes[control][1][-2000:]}"
+    )
+    for check, shows in must_fail.items():
+        text = outcomes[check][1]
+        assert re.search(shows, text, re.S), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"
+        progress(f"--fault {fault} caught by {check.split('::', 1)[1]}: {text.strip().splitlines()[0][:300]}")

@@ -18,14 +18,12 @@ tests/conftest.py puts the reference stack back at the end), then:
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from suite_child import assert_evidence_only, run_suite, table
+from suite_child import assert_caught, assert_evidence_only, junit_outcomes, run_suite, table
 
 from gpushare_conformance.fixtures.framework import stack, stacks
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
@@ -66,20 +64,6 @@ def test_every_seed_rule_passes_on_the_reference_dra_driver(cluster, switch, tmp
     shares = [r for r in result.records if r.base_check == "per_card_share"]
     assert shares and all(r.passed for r in shares), shares
     assert all("DRA takes any quantity: asked 1536 MiB" in r.detail for r in shares), [r.detail for r in shares]
-
-
-def _junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
-    outcomes: dict[str, tuple[str, str]] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        test_id = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
-        outcome, text = "passed", ""
-        for kind in ("failure", "error", "skipped"):
-            element = case.find(kind)
-            if element is not None:
-                outcome, text = {"failure": "failed"}.get(kind, kind), f"{element.get('message', '')}\n{element.text}"
-                break
-        outcomes[test_id] = (outcome, text)
-    return outcomes
 
 
 FAULT_CASES = {
@@ -148,11 +132,4 @@ def test_the_checks_catch_each_dra_fault(fault, cluster, switch, kube, tmp_path,
         stacks.wait_stack(kube, DRA, timeouts, progress)
     tail = child.stdout[-4000:]
     assert child.returncode == 1, f"checks under --fault {fault} exited {child.returncode}, wanted 1:\n{tail}"
-    outcomes = _junit_outcomes(tmp_path / "junit.xml")
-    failed = sorted(t for t, (outcome, _) in outcomes.items() if outcome == "failed")
-    assert failed == sorted(must_fail), f"under --fault {fault} these failed: {failed}\n{tail}"
-    assert outcomes[control][0] == "passed", f"control {control} under --fault {fault}: {outcomes[control]}"
-    for check, shows in must_fail.items():
-        text = outcomes[check][1]
-        assert re.search(shows, text, re.S | re.I), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"
-        progress(f"--fault {fault} caught by {check.split('::', 1)[1]}: {text.strip().splitlines()[0][:300]}")
+    assert_caught(junit_outcomes(tmp_path / "junit.xml"), must_fail, control, fault, tail, progress)

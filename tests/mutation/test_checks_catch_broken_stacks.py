@@ -14,14 +14,13 @@ check that the fault does not touch must still pass, so a stack broken everywher
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from suite_child import assert_caught, junit_outcomes
 
 from gpushare_conformance.fixtures.framework import deploy, stack
 from gpushare_conformance.fixtures.framework.kube import Kube
@@ -252,23 +251,6 @@ def component_log(kube: Kube, component: str) -> str:
     return stack.component_log(kube, NAMESPACE, f"app={component}")
 
 
-def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
-    """Test id (``file.py::name[param]``) -> (outcome, failure text) from a JUnit XML file."""
-    outcomes: dict[str, tuple[str, str]] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        module = case.get("classname", "").replace(".", "/") + ".py"
-        test_id = f"{module}::{case.get('name')}"
-        outcome, text = "passed", ""
-        for kind in ("failure", "error", "skipped"):
-            element = case.find(kind)
-            if element is not None:
-                outcome = {"failure": "failed"}.get(kind, kind)
-                text = f"{element.get('message', '')}\n{element.text or ''}"
-                break
-        outcomes[test_id] = (outcome, text)
-    return outcomes
-
-
 @pytest.fixture
 def faulty_stack(kube, suite_options, request, placement):
     """Deploy the fault overlay named by the case; the sound stack comes back after."""
@@ -336,15 +318,4 @@ def test_checks_fail_on_a_stack_with_the_fault(
     tail = child.stdout[-4000:]
     assert child.returncode == 1, f"checks under --fault {case.fault} exited {child.returncode}, wanted 1:\n{tail}"
 
-    outcomes = junit_outcomes(tmp_path / "junit.xml")
-    assert set(outcomes) == set(checks), f"the child ran {sorted(outcomes)}, asked for {checks}"
-    failed = sorted(t for t, (outcome, _) in outcomes.items() if outcome == "failed")
-    assert failed == sorted(case.must_fail), f"under --fault {case.fault} these failed: {failed}\n{tail}"
-    assert outcomes[case.control][0] == "passed", (
-        f"control {case.control} is {outcomes[case.control][0]} under --fault {case.fault}:\n"
-        f"{outcomes[case.control][1][-2000:]}"
-    )
-    for check, shows in case.must_fail.items():
-        text = outcomes[check][1]
-        assert re.search(shows, text, re.S), f"{check} failed, but not showing /{shows}/:\n{text[-3000:]}"
-        progress(f"--fault {case.fault} caught by {check.split('::', 1)[1]}: {text.strip().splitlines()[0][:300]}")
+    assert_caught(junit_outcomes(tmp_path / "junit.xml"), case.must_fail, case.control, case.fault, tail, progress)
