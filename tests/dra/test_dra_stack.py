@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from suite_child import assert_caught, assert_evidence_only, junit_outcomes, run_suite, table
+from judged_runs import assert_caught, assert_evidence_only, junit_outcomes, run_suite, table
 
 from gpushare_conformance.fixtures.framework import stack, stacks
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts

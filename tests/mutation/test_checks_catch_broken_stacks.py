@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from suite_child import assert_caught, junit_outcomes
+from judged_runs import assert_caught, junit_outcomes
 
 from gpushare_conformance.fixtures.framework import deploy, stack
 from gpushare_conformance.fixtures.framework.kube import Kube

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from suite_child import assert_evidence_only, run_suite, table
+from judged_runs import assert_evidence_only, run_suite, table
 
 from gpushare_conformance.summary import FAIL, INFO, PASS, conformance_line
 
