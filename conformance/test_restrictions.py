@@ -89,12 +89,28 @@ def _dra_gives_what_it_consumes(suite) -> None:
     shows at least what was asked and no more than what the claim consumed of it, so
     the scheduler's books and the pod's view agree."""
     asked_mib = 3 * 1024 // 2
+    with allure.step("Positive control: 2 GiB over 2 cards (N/M = 1) is placed"):
+        suite.positive_control("integer", 2, 2, "N/M an integer")
     with allure.step(f"3 GiB over 2 cards: two DRA requests of {asked_mib}Mi each"):
-        pod = suite.submit_share_pod("fraction", 3, 2)
+        try:
+            pod = suite.submit_share_pod("fraction", 3, 2)
+        except submit.SubmitError as exc:  # refused at admission: a refusal the stack chose
+            suite.expect(v.matches("fraction_refused_or_given", r"API rejected", str(exc)[-300:], "admission"))
+            return
         try:
             obj = suite.wait_running(pod)
         except AssertionError as exc:
-            suite.expect(v.matches("fraction_refused_or_given", r"\S", str(exc)[-300:], "why the pod did not run"))
+            # Only the scheduler turning it away is a refusal; a pod that failed to start
+            # or a prepare error is the stack failing, not choosing.
+            state = str(exc)[-400:]
+            suite.expect(
+                v.matches(
+                    "fraction_refused_or_given",
+                    rf"unschedulable: .*{DRA_REFUSAL}",
+                    state,
+                    "why the pod did not run (a refusal is the scheduler's)",
+                )
+            )
             return
     # The container's cards come in the order of the claim's requests (gpu-0, gpu-1).
     consumed = [share.consumed_mib for share in suite.claim_shares(obj)]

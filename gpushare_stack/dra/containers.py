@@ -61,4 +61,17 @@ def container_shares(pod: Mapping[str, Any], claim_name: str, shares: Sequence[S
         if used:
             order = {s.request: i for i, s in enumerate(shares)}
             out[str(container.get("name"))] = sorted(dict.fromkeys(used), key=lambda s: order[s.request])
+    holders: dict[str, list[str]] = {}
+    for container, used in out.items():
+        for share in used:
+            holders.setdefault(share.request, []).append(container)
+    shared = {request: names_ for request, names_ in holders.items() if len(names_) > 1}
+    if shared:
+        request, names_ = next(iter(shared.items()))
+        # Each container would get the whole share with its own budget: N containers, N times it.
+        pod_name = f"{meta.get('namespace')}/{meta.get('name')}"
+        raise ClaimError(
+            f"the share of request {request!r} of claim {claim_name} is used by containers {', '.join(names_)} "
+            f"of pod {pod_name}: a share serves one container (its budget cannot be split)"
+        )
     return out

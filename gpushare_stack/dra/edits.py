@@ -115,6 +115,7 @@ class Preparer:
 
     def prepare(self, claim: Mapping[str, Any], shares: Sequence[Share]) -> dict[str, Path]:
         meta = claim.get("metadata") or {}
+        claim_uid = str(meta.get("uid"))
         users = [r for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("resource") == "pods"]
         if len(users) != 1:
             raise ClaimError(
@@ -129,6 +130,15 @@ class Preparer:
             )
         by_container = container_shares(pod, str(meta.get("name")), shares)
         index_of = {c.get("name"): i for i, c in enumerate((pod.get("spec") or {}).get("containers") or [])}
+        for container in by_container:
+            other = _claim_of(edits_path(self.dra_dir, pod_uid, container))
+            if other not in (None, claim_uid):
+                # One limits file, one preload and one budget per container: a second
+                # claim would replace the first's cards, not add to them.
+                raise ClaimError(
+                    f"container {container} of pod {meta.get('namespace')}/{users[0].get('name')} already takes "
+                    f"its cards from claim {other}; a container uses one claim of this driver"
+                )
         cards = {c.index: c for c in self.cards()}
         written = {}
         for container, used in by_container.items():
@@ -141,11 +151,45 @@ class Preparer:
                 self.containers_dir,
                 self.isolation,
             )
+            # Who the edits are for, so unprepare finds them after a restart of the plugin.
+            edits.update(claim=claim_uid, containerIndex=index_of[container])
             written[container] = write_edits(self.dra_dir, pod_uid, container, edits)
-        self.pod_of_claim[str(meta.get("uid"))] = pod_uid
+        self.pod_of_claim[claim_uid] = pod_uid
         return written
 
-    def unprepare(self, claim_uid: str) -> None:
-        pod_uid = self.pod_of_claim.pop(claim_uid, None)
-        if pod_uid and pod_uid not in self.pod_of_claim.values():
-            shutil.rmtree(edits_path(self.dra_dir, pod_uid, "x").parent, ignore_errors=True)
+    def unprepare(self, claim_uid: str) -> list[Path]:
+        """Remove the edits and container files the claim's prepare wrote (found on disk,
+        so a restarted plugin removes what its predecessor wrote); returns them."""
+        self.pod_of_claim.pop(claim_uid, None)
+        removed: list[Path] = []
+        for path in sorted(Path(self.dra_dir).glob("*/*.json")):
+            if _claim_of(path) != claim_uid:
+                continue
+            index = _read_edits(path).get("containerIndex")
+            pod_dir = path.parent
+            path.unlink(missing_ok=True)
+            removed.append(path)
+            if isinstance(index, int) and not isinstance(index, bool):
+                files = Path(self.containers_dir) / f"{pod_dir.name}-{index}"
+                shutil.rmtree(files, ignore_errors=True)
+                removed.append(files)
+            try:
+                pod_dir.rmdir()  # only once no container of the pod has edits left
+            except OSError:
+                pass
+        return removed
+
+
+def _read_edits(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _claim_of(path: Path) -> str | None:
+    """The claim UID an edits file was written for (None: no such file)."""
+    if not path.is_file():
+        return None
+    return str(_read_edits(path).get("claim"))

@@ -2,7 +2,7 @@
 
 The kubelet deletes a node's slices when it starts and 30 s after a driver stops
 answering, and cards come and go (a card lost from the bus leaves the pool), so the
-driver publishes again on every registration and on a timer: ``publish`` reads the
+driver publishes again on a timer (``--publish-interval``, 10 s): ``publish`` reads the
 node's slices of the driver and, when their devices differ from the cards (or one is
 missing), writes every slice with the pool's generation one higher (as the API asks of
 any change) and deletes the slices of cards that are gone; otherwise it leaves them.

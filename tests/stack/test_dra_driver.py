@@ -258,14 +258,21 @@ def test_each_container_gets_the_shares_of_the_requests_it_uses():
         "spec": {
             "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t"}],
             "containers": [
-                {"name": "all", "resources": {"claims": [{"name": "gpus"}]}},
+                {"name": "first", "resources": {"claims": [{"name": "gpus", "request": "gpu-0"}]}},
                 {"name": "second", "resources": {"claims": [{"name": "gpus", "request": "gpu-1"}]}},
                 {"name": "none"},
             ],
         },
         "status": {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "p-gpus-x7k"}]},
     }
-    assert container_shares(pod, "p-gpus-x7k", got) == {"all": got, "second": [got[1]]}
+    assert container_shares(pod, "p-gpus-x7k", got) == {"first": [got[0]], "second": [got[1]]}
+    whole = json.loads(json.dumps(pod))
+    whole["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
+    # Two containers on one share would each get its whole budget: refused.
+    with pytest.raises(ClaimError, match="request 'gpu-1' of claim p-gpus-x7k is used by containers first, second"):
+        container_shares(whole, "p-gpus-x7k", got)
+    del whole["spec"]["containers"][1]["resources"]
+    assert container_shares(whole, "p-gpus-x7k", got) == {"first": got}
     with pytest.raises(ClaimError, match="does not name claim other"):
         container_shares(pod, "other", got)
     pod["spec"]["containers"][1]["resources"]["claims"][0]["request"] = "gpu-7"
@@ -313,6 +320,37 @@ def test_prepare_leaves_each_container_the_device_plugins_files_and_unprepare_ta
     assert "GPUSHARE_MEMORY_LIMIT_1=4GiB" in (containers_dir / "pod-uid-1" / "limits").read_text()
     plugin.NodeUnprepareResources(dra_pb2.NodeUnprepareResourcesRequest(claims=[ref]), None)
     assert not (dra_dir / "pod-uid").exists()
+    assert not (containers_dir / "pod-uid-1").exists(), "the container's limits, preload and accounting go too"
+
+
+def test_a_restarted_plugin_unprepares_what_it_prepared_and_a_container_takes_one_claim(tmp_path):
+    containers_dir, dra_dir = tmp_path / "containers", tmp_path / "dra"
+    containers_dir.mkdir()
+    pod = {
+        "metadata": {"namespace": "ns", "name": "p", "uid": "pod-uid"},
+        "spec": {
+            "resourceClaims": [{"name": "a", "resourceClaimName": "ca"}, {"name": "b", "resourceClaimName": "cb"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "a"}, {"name": "b"}]}}],
+        },
+    }
+
+    def reserved(name: str, uid: str) -> dict:
+        c = claim([result("gpu-0", "gpu-1")])
+        c["metadata"].update(name=name, uid=uid)
+        c["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "pod-uid"}]
+        return c
+
+    first = Preparer(Pods(pod), lambda: CARDS, "/n", str(containers_dir), str(dra_dir))
+    share = [Share("gpu-0", "gpu-1", 1, 4, None)]
+    first.prepare(reserved("ca", "uid-a"), share)
+    with pytest.raises(ClaimError, match="container main of pod ns/p already takes its cards from claim uid-a"):
+        first.prepare(reserved("cb", "uid-b"), share)
+    first.prepare(reserved("ca", "uid-a"), share)  # the same claim again (the kubelet retries): fine
+    again = Preparer(Pods(pod), lambda: CARDS, "/n", str(containers_dir), str(dra_dir))  # a new process
+    assert again.unprepare("uid-other") == []
+    removed = again.unprepare("uid-a")
+    assert dra_dir / "pod-uid" / "main.json" in removed and containers_dir / "pod-uid-0" in removed
+    assert not (dra_dir / "pod-uid").exists() and not (containers_dir / "pod-uid-0").exists()
 
 
 def test_a_claim_reserved_for_no_pod_is_not_prepared(tmp_path):

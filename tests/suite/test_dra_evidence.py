@@ -99,3 +99,10 @@ def test_a_pod_without_an_allocated_claim_is_an_error_not_zero_cards():
     }
     with pytest.raises(dra.DraEvidenceError, match=f"hold no {DRIVER} device"):
         dra.pod_shares(Cluster({"p-gpus-x": other}), POD, SPELLING)
+
+
+def test_requests_keep_their_written_order_past_nine_cards():
+    results = [result(f"gpu-{i}", "gpu-0", "1Gi") for i in (10, 2, 0)]
+    allocated = {"status": {"allocation": {"devices": {"results": results}}}}
+    shares = dra.pod_shares(Cluster({"p-gpus-x": allocated}), POD, SPELLING)
+    assert [s.request for s in shares] == ["gpu-0", "gpu-2", "gpu-10"]

@@ -65,11 +65,23 @@ def test_existing_defaults_to_real_gpus():
         ),
         (
             {"gpushare_stack": "dra", "gpushare_dra_attribute": "uuid"},
-            r"--gpushare-dra-attribute: DRA distinct attribute must be <domain>/<name>.*got 'uuid'",
+            r"--gpushare-dra-attribute: expected an attribute as <domain>/<name> \(e.g. gpu.nvidia.com/uuid\), got 'uuid'",
         ),
         (
             {"gpushare_stack": "dra", "gpushare_dra_capacity": " "},
-            r"--gpushare-dra-capacity: DRA capacity must be a non-empty name, got ' '",
+            r"--gpushare-dra-capacity: expected a capacity name \(e.g. memory\), got ' '",
+        ),
+        (
+            {"gpushare_stack": "dra", "gpushare_dra_attribute": "capacity"},
+            r"--gpushare-dra-attribute: expected an attribute as <domain>/<name>.*got 'capacity'",
+        ),
+        (
+            {"gpushare_stack": "dra", "gpushare_dra_driver": ""},
+            r"--gpushare-dra-driver: expected a driver name.*got ''",
+        ),
+        (
+            {"gpushare_stack": "dra", "gpushare_dra_device_class": "Bad Class!"},
+            r"--gpushare-dra-device-class: expected a DeviceClass name.*got 'Bad Class!'",
         ),
     ],
 )
