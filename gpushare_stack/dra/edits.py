@@ -111,7 +111,6 @@ class Preparer:
         self.containers_dir = containers_dir
         self.dra_dir = dra_dir
         self.isolation = isolation  # False only under the fault no-isolation
-        self.pod_of_claim: dict[str, str] = {}  # claim UID -> pod UID
 
     def prepare(self, claim: Mapping[str, Any], shares: Sequence[Share]) -> dict[str, Path]:
         meta = claim.get("metadata") or {}
@@ -154,13 +153,11 @@ class Preparer:
             # Who the edits are for, so unprepare finds them after a restart of the plugin.
             edits.update(claim=claim_uid, containerIndex=index_of[container])
             written[container] = write_edits(self.dra_dir, pod_uid, container, edits)
-        self.pod_of_claim[claim_uid] = pod_uid
         return written
 
     def unprepare(self, claim_uid: str) -> list[Path]:
         """Remove the edits and container files the claim's prepare wrote (found on disk,
         so a restarted plugin removes what its predecessor wrote); returns them."""
-        self.pod_of_claim.pop(claim_uid, None)
         removed: list[Path] = []
         for path in sorted(Path(self.dra_dir).glob("*/*.json")):
             if _claim_of(path) != claim_uid:
