@@ -26,16 +26,23 @@ CYCLES = 20
 RAW_LINE = re.compile(r"device=0 .*total_bytes=(\d+) free_bytes=(\d+)")
 
 
-def _share_pod(suite, name: str) -> tuple[str, int, int]:
+def _share_pod(suite, name: str, judge_share: bool = True) -> tuple[str, int, int]:
     """A pod with SHARE_GIB on one card; its budget in MiB as nvidia-smi shows it, and
     what a new process of it is told is free (the budget less that process's context).
 
     The budget must be the share, not the card: on a stack that does not isolate there
-    is no budget to share, and the check fails here with the physical total."""
+    is no budget to share, and a budget check fails here with the physical total. The
+    checks of memory coming back pass ``judge_share=False``: they judge their own rule
+    on whatever the pod shows (the whole card, where nothing isolates), so a stack
+    without isolation is still shown to give freed memory back, or not."""
     with allure.step(f"Run a pod with {SHARE_GIB} GiB on one card"):
         pod = suite.submit_share_pod(name, SHARE_GIB, None)
         obj = suite.wait_running(pod)
     budget = card_totals_mib(suite.nvidia_smi_exec(pod))[0]
+    if not judge_share:
+        told = suite.told(pod, 0)
+        suite.info("budget_shown", f"card 0 shows {budget} MiB; a new process is told {told.free_mib} MiB free")
+        return pod, budget, told.free_mib
     with allure.step(f"The card shows the {SHARE_GIB} GiB share, and a process is told about that much free"):
         suite.expect(check_card_total(budget, SHARE_GIB, suite.physical_mib(obj, 0)))
         told = suite.told(pod, 0)
@@ -178,7 +185,7 @@ def test_child_of_a_process_using_the_card_sees_the_same_share_and_budget(suite)
 
 
 def test_memory_freed_in_a_process_comes_back_every_time(suite):
-    pod, budget, free = _share_pod(suite, "cycles")
+    pod, budget, free = _share_pod(suite, "cycles", judge_share=False)
     whole = calibration.within_told(free)
     with allure.step(f"One process allocates {whole} MiB of the {budget} MiB budget, frees it, {CYCLES} times"):
         done = suite.probe(pod, 0, whole, "--cycles", str(CYCLES))
@@ -193,7 +200,7 @@ def test_memory_freed_in_a_process_comes_back_every_time(suite):
 
 
 def test_memory_of_a_killed_process_comes_back(suite):
-    pod, budget, free = _share_pod(suite, "killed")
+    pod, budget, free = _share_pod(suite, "killed", judge_share=False)
     whole = calibration.within_told(free)
     with allure.step(f"A process holds {whole} MiB of the {budget} MiB budget"):
         pid = suite.start_holder(pod, "victim", 0, whole)

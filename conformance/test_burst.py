@@ -136,5 +136,5 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
             )
     with allure.step(f"One more pod of {share} GiB stays Pending with a reason"):
         suite.submit_share_pod_on(node.node, "one-more", share, None)
-        reason = suite.wait_unschedulable("one-more")
+        reason = suite.wait_unschedulable("one-more", "one_more_pending")
         suite.expect(v.matches("one_more_pending", r"\S", reason, "scheduling reason"))

@@ -289,7 +289,7 @@ def test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card
     with allure.step("Together they stay within each card: a pod asking the rest plus 1 GiB stays Pending"):
         # Both pods run (positive controls), so a refusal here is the stack's accounting.
         rest = card_gib - first - second
-        reason = suite.rejection_reason("overbook", (rest + 1) * cards, cards)
+        reason = suite.rejection_reason("overbook", (rest + 1) * cards, cards, verdict="no_overbooking")
         suite.expect(v.matches("no_overbooking", r"\S", reason, "scheduling reason"))
     if suite.profile.inspect_path:
         with allure.step("The extender's books: used never exceeds a card's total"):

@@ -66,7 +66,7 @@ def test_m_cards_free_only_across_nodes_stay_pending_never_split(suite):
         f"one card with {share} GiB; the {len(nodes)} nodes together have {len(nodes)} such cards"
     ):
         suite.submit_share_pod("across-nodes", total, CARDS)
-        reason = suite.wait_unschedulable("across-nodes")
+        reason = suite.wait_unschedulable("across-nodes", "reason_names_rule[all M cards on one node]")
         suite.expect(v.matches("reason_names_rule[all M cards on one node]", ONE_NODE, reason, "scheduling reason"))
     with allure.step("The pod is not split: no node and no cards written for it"):
         obj = suite.pod("across-nodes")

@@ -32,7 +32,7 @@ DRA_REFUSAL = submit.CLAIMS_NOT_ALLOCATED.pattern
 
 def _expect_rejected(suite, name: str, total: int, cards: int | None, rule: str, pattern: str) -> None:
     with allure.step(f"Submit {total} GiB over {cards} card(s): breaks '{rule}'"):
-        reason = suite.rejection_reason(name, total, cards)
+        reason = suite.rejection_reason(name, total, cards, verdict=f"reason_names_rule[{rule}]")
     with allure.step("The pod stays unscheduled and the reason names the rule"):
         if suite.profile.dra is not None:
             pattern, what = DRA_REFUSAL, "scheduling reason (DRA: the claims fit no node)"

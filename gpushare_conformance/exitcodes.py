@@ -8,7 +8,8 @@ stack that failed a rule from a cluster that could not be judged:
 - 2 ``USAGE``: a bad option or combination, or no check selected; nothing ran;
 - 3 ``INFRASTRUCTURE``: the cluster could not be judged (unreachable, an unusable
   kubeconfig, the stack not ready, no GPU node advertising the stack's resources);
-  nothing is a verdict on the stack;
+  nothing is a verdict on the stack; also when checks ran but none could judge its
+  rule (every exec into the stack's pods refused, say);
 - 4 ``INTERNAL``: the suite itself crashed (pytest's internal error);
 - 130 ``INTERRUPTED``: stopped by Ctrl-C or SIGTERM.
 
@@ -31,8 +32,8 @@ EPILOG = """exit status:
   1    a rule of the seed failed
   2    usage error: a bad option, or no check selected; nothing ran
   3    infrastructure error: the cluster could not be judged (unreachable, unusable
-       kubeconfig, stack not ready, no GPU node advertising the stack's resources);
-       one message, no verdict
+       kubeconfig, stack not ready, no GPU node advertising the stack's resources,
+       or no rule could be judged); one message, no verdict
   4    internal error of the suite (pytest's internal error)
   130  interrupted (Ctrl-C, SIGTERM)"""
 

@@ -60,21 +60,23 @@ class StackProfile:
     stack_namespace: str
     extender_selector: str | None
     device_plugin_selector: str
-    inspect_port: int | None = None
     inspect_path: str | None = None
-    # Where the stack's scheduler extender serves its verbs (hostNetwork, on its pod's
-    # address): the bypass check posts a bind there from a pod. None: no extender.
+    # Where the extender serves its verbs is found from the API (the Services selecting
+    # its pods, their ports, the host network: fixtures/framework/extender.py); this
+    # port, when set, is tried first on each extender pod. None: found, not assumed.
     extender_port: int | None = None
-    extender_prefix: str | None = None
-    # How the extender is reached there (https: TLS; the bypass check tries both anyway).
+    # The path the verbs hang under (``<prefix>/bind``); "" for a stack serving ``/bind``.
+    extender_prefix: str = ""
+    # How the extender's inspect is read through the API server's pod proxy first
+    # (https: TLS); the other scheme is tried after it.
     extender_scheme: str = "http"
+    # The device plugin's container in its pod, where the pod has several (the suite
+    # otherwise takes the one mounting the kubelet's device-plugin directory).
+    device_plugin_container: str | None = None
     # Pod annotations the scheduler writes with the cards it picked.
     allocation_annotations: tuple[str, ...] = field(default_factory=tuple)
     # Seed rules the stack's documentation says it does not meet (reported, never skipped).
     known_gaps: frozenset[str] = frozenset()
-    # What each component logs once it serves, by pod selector: a restart is over when
-    # the new pod has said it (a rollout alone does not prove the plugin re-registered).
-    serving_lines: Mapping[str, str] = field(default_factory=dict)
     # DRA stacks: how a claim asks for a share (device class, capacity, distinct
     # attribute, driver). Such a stack advertises no node resource; its nodes are those
     # with the driver's ResourceSlices, and a pod's cards are its claims' allocation.
@@ -214,16 +216,10 @@ PROFILES: dict[str, StackProfile] = {
         stack_namespace="gpushare-system",
         extender_selector="app=gpushare-extender",
         device_plugin_selector="app=gpushare-device-plugin",
-        inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
-        extender_port=32766,
         extender_prefix="/gpushare-scheduler",
         extender_scheme="https",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX", "scheduler.framework.gpushare.allocation"),
-        serving_lines={
-            "app=gpushare-extender": "serving on",
-            "app=gpushare-device-plugin": "registered aliyun.com/gpu-mem",
-        },
     ),
     "ack": StackProfile(
         name="ack",
@@ -252,17 +248,9 @@ PROFILES: dict[str, StackProfile] = {
         stack_namespace="kube-system",
         extender_selector="app=gpushare,component=gpushare-schd-extender",
         device_plugin_selector="component=gpushare-device-plugin",
-        inspect_port=32766,
         inspect_path="/gpushare-scheduler/inspect",
-        extender_port=32766,
         extender_prefix="/gpushare-scheduler",
         allocation_annotations=("ALIYUN_COM_GPU_MEM_IDX",),
-        # What the gpushare-like flavor of the reference stack logs when it serves
-        # (manifests/overlays/peers/gpushare-like).
-        serving_lines={
-            "app=gpushare,component=gpushare-schd-extender": "serving on",
-            "component=gpushare-device-plugin": "registered aliyun.com/gpu-mem",
-        },
         # Its README: one card per pod, and "GPU memory isolation is not supported". Its
         # device plugin finds the pod of an Allocate as the earliest-assumed one with the
         # same request, which the kubelet's admission order need not follow: pods with one
@@ -281,15 +269,9 @@ PROFILES: dict[str, StackProfile] = {
         stack_namespace="kube-system",
         extender_selector="app.kubernetes.io/component=hami-scheduler",
         device_plugin_selector="app.kubernetes.io/component=hami-device-plugin",
-        extender_port=32766,
-        extender_prefix="/hami-scheduler",
+        extender_prefix="",  # HAMi serves /filter and /bind at the root
+        device_plugin_container="device-plugin",
         allocation_annotations=("hami.io/vgpu-devices-allocated",),
-        # What the hami-like flavor of the reference stack logs when it serves
-        # (manifests/overlays/peers/hami-like).
-        serving_lines={
-            "app.kubernetes.io/component=hami-scheduler": "serving on",
-            "app.kubernetes.io/component=hami-device-plugin": "registered nvidia.com/gpu",
-        },
     ),
     "dra": StackProfile(
         name="dra",
@@ -303,7 +285,6 @@ PROFILES: dict[str, StackProfile] = {
         stack_namespace="gpushare-system",
         extender_selector=None,
         device_plugin_selector="app=gpushare-dra-plugin",
-        serving_lines={"app=gpushare-dra-plugin": "serving DRA driver"},
         dra=DraSpelling(
             device_class=_DRA_DRIVER, distinct_attribute=f"{_DRA_DRIVER}/uuid", capacity="memory", driver=_DRA_DRIVER
         ),

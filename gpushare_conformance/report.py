@@ -28,6 +28,10 @@ class ReportError(ValueError):
     """A verdicts file or verdict property that is missing, unreadable or of the wrong shape."""
 
 
+# Record kinds that state something other than a comparison, and how a row shows them.
+NOT_VERDICT_KINDS = {"info": "info", "not_judged": "not judged", "not_applicable": "n/a"}
+
+
 @dataclass(frozen=True)
 class VerdictRecord:
     """One comparison a check made, as the report shows it."""
@@ -37,14 +41,16 @@ class VerdictRecord:
     expected: str
     observed: str
     passed: bool
-    # "info" rows state facts (e.g. compute is not isolated) rather than judge them.
+    # "info" rows state facts (e.g. compute is not isolated) rather than judge them;
+    # "not_judged": the check could not exercise its rule (the reason is the detail);
+    # "not_applicable": the rule does not apply to the stack (no extender to attack).
     kind: str = "verdict"
     detail: str = ""
 
     @property
     def outcome(self) -> str:
-        if self.kind == "info":
-            return "info"
+        if self.kind in NOT_VERDICT_KINDS:
+            return NOT_VERDICT_KINDS[self.kind]
         return "pass" if self.passed else "FAIL"
 
     @property
@@ -186,17 +192,17 @@ def render_table(records: Sequence[VerdictRecord], *, width: int | None = None, 
 
     width = width or 100
     name_w = max([len("check"), *(len(r.check) for r in records)])
-    rest = max(width - name_w - len("result") - 13, 24)
+    rest = max(width - name_w - len("not judged") - 13, 24)
     out = StringIO()
     console = Console(
         file=out,
-        width=max(width, name_w + rest + len("result") + 13),
+        width=max(width, name_w + rest + len("not judged") + 13),
         force_terminal=colour,
         no_color=not colour,
         color_system="standard" if colour else None,
         highlight=False,
     )
-    styles = {"pass": "green", "FAIL": "bold red", "info": "cyan"}
+    styles = {"pass": "green", "FAIL": "bold red", "info": "cyan", "not judged": "yellow", "n/a": "dim"}
     tests: dict[str, list[VerdictRecord]] = {}
     for r in records:
         tests.setdefault(r.test, []).append(r)
@@ -206,14 +212,14 @@ def render_table(records: Sequence[VerdictRecord], *, width: int | None = None, 
         table.add_column("check", no_wrap=True, width=name_w)
         table.add_column("expected", overflow="fold", width=rest // 2)
         table.add_column("observed", overflow="fold", width=rest - rest // 2)
-        table.add_column("result", no_wrap=True, width=len("result"))
+        table.add_column("result", no_wrap=True, width=len("not judged"))
         # Text cells: a check's words (``[card 0]``, a /regex/) are never read as markup.
         for r in rows:
             table.add_row(Text(r.check), Text(r.expected), Text(r.observed), Text(r.outcome, style=styles[r.outcome]))
         console.print(table)
     if not records:
         console.print("(no verdicts recorded)")
-    failed = sum(1 for r in records if r.kind != "info" and not r.passed)
+    failed = sum(1 for r in records if r.kind not in NOT_VERDICT_KINDS and not r.passed)
     console.print(f"{len(records)} verdict(s), {failed} failed", highlight=False)
     return out.getvalue().rstrip("\n")
 

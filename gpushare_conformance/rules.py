@@ -49,6 +49,10 @@ class Rule:
     # The verdicts (``Verdict.check``, before any ``[...]``) that carry this rule's figure.
     verdicts: tuple[str, ...] = ()
     kind: str = "verdict"  # "info": a limitation reported, not judged
+    # Checks (function names of ``CHECKS``) without which the rule is not shown to hold:
+    # when one of them could not run (skipped, not judged), the rule is "not judged",
+    # whatever the others found; a failure anywhere still fails it.
+    deciding: tuple[str, ...] = ()
 
     @property
     def link(self) -> str:
@@ -190,6 +194,9 @@ _RULES = (
             "no_pod_on_lost_card",
             "card_back_advertised",
         ),
+        # A node reading NVML once at start advertises the right figures too: only a card
+        # turning sick tells the two apart.
+        deciding=("test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod",),
     ),
     Rule(
         "one_budget_per_container",
@@ -522,4 +529,10 @@ def validate() -> list[str]:
         if not check.rules:
             problems.append(f"check {name}: verifies no rule")
         problems += [f"check {name}: unknown rule {r!r}" for r in check.rules if r not in RULES]
+    for rule in RULES.values():
+        problems += [
+            f"rule {rule.id}: deciding check {name!r} is not a check of this rule"
+            for name in rule.deciding
+            if name not in CHECKS or rule.id not in CHECKS[name].rules
+        ]
     return problems

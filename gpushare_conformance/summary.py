@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from gpushare_conformance.report import CheckOutcome, VerdictFile, VerdictRecord
 from gpushare_conformance.rules import CHECKS, RULES, Rule, check_name
 
-PASS, FAIL, SKIP, INFO, NOT_RUN = "PASS", "FAIL", "SKIP", "INFO", "----"
+PASS, FAIL, SKIP, INFO, NOT_RUN, NA = "PASS", "FAIL", "SKIP", "INFO", "----", "N/A"
 # How an infrastructure error (fixtures/providers/base.py) reads in a check's outcome.
 INFRASTRUCTURE = "InfrastructureError"
-STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", INFO: "cyan", NOT_RUN: "dim"}
-_RANK = {FAIL: 0, PASS: 1, INFO: 1, SKIP: 2, NOT_RUN: 3}
+# How an error collecting evidence (an exec the API refused: fixtures/framework/evidence.py)
+# reads in a check's outcome: the check could not judge, the stack is not at fault for it.
+EVIDENCE_UNAVAILABLE = "EvidenceUnavailable"
+NOT_JUDGED = "not judged: "
+STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", INFO: "cyan", NOT_RUN: "dim", NA: "dim"}
+_RANK = {FAIL: 0, PASS: 1, INFO: 1, NA: 2, SKIP: 3, NOT_RUN: 4}
 
 
 @dataclass(frozen=True)
@@ -65,28 +69,46 @@ def _evidence(nodeid: str, outcome: CheckOutcome) -> str:
 
 def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[VerdictRecord]) -> tuple[str, str]:
     """The rule's status in one check, and its figure."""
-    own = [r for r in records if not rule.verdicts or r.base_check in rule.verdicts]
+    judged = [r for r in records if r.kind not in ("not_judged", "not_applicable")]
+    own = [r for r in judged if not rule.verdicts or r.base_check in rule.verdicts]
+    if any(not r.passed for r in own):
+        return FAIL, _figure(own, records, failed=True)
+    unjudged = next((r for r in records if r.kind == "not_judged"), None)
+    if unjudged is not None:
+        return NOT_RUN, f"{NOT_JUDGED}{unjudged.detail or unjudged.observed}"
     if outcome.outcome == "skipped":
         return SKIP, f"skipped: {outcome.reason}"
     if outcome.outcome == "error" and INFRASTRUCTURE in outcome.reason:
         # The cluster could not be judged (no GPU node, a plugin advertising 0): not the stack's verdict.
-        return NOT_RUN, f"not judged: {outcome.reason}"
-    if any(not r.passed for r in own):
-        return FAIL, _figure(own, records, failed=True)
+        return NOT_RUN, f"{NOT_JUDGED}{outcome.reason}"
+    if outcome.outcome in ("failed", "error") and EVIDENCE_UNAVAILABLE in outcome.reason:
+        # The suite could not gather the evidence (the API refused an exec): an error of
+        # the check, named with the pod and the API's answer, not a verdict on the stack.
+        said = outcome.reason.split(f"{EVIDENCE_UNAVAILABLE}: ", 1)[-1]
+        return NOT_RUN, f"{NOT_JUDGED}error collecting evidence: {said}"
     if outcome.outcome in ("failed", "error"):
-        stopped = next((r for r in records if not r.passed), None)
+        stopped = next((r for r in judged if not r.passed), None)
         if stopped is None:
             return FAIL, f"{outcome.outcome}: {outcome.reason}"
         if not own:
             # The check's premise failed (e.g. no budget to share on a stack that does
             # not isolate): the rule is not shown to hold, and the premise is the evidence.
             return FAIL, f"not shown: the check stopped at {_figure([stopped], records, failed=True)}"
+    moot = next((r for r in records if r.kind == "not_applicable"), None)
+    if moot is not None and not own:
+        return NA, moot.detail or moot.observed
     if not own:
         return (INFO if rule.kind == "info" else PASS), f"{check_name(nodeid)} passed"
     # The rule's first-listed verdict is its key figure (the refusal, not its control).
     rank = {name: i for i, name in enumerate(rule.verdicts)}
     own = sorted(own, key=lambda r: rank.get(r.base_check, len(rank)))
     return (INFO if rule.kind == "info" else PASS), _figure(own, records, failed=False)
+
+
+def nothing_judged(lines: list[RuleLine]) -> bool:
+    """Whether no rule was judged at all (every line not judged, skipped or not run),
+    though checks ran: the run says so and exits as an infrastructure error."""
+    return bool(lines) and all(line.status in (SKIP, NOT_RUN) for line in lines)
 
 
 def infrastructure_error(result: VerdictFile) -> str | None:
@@ -124,6 +146,15 @@ def build_summary(result: VerdictFile) -> list[RuleLine]:
             continue
         judged.sort()
         _, _, nodeid, status, figure = judged[0]
+        if status != FAIL:
+            # A rule whose deciding check could not run is not shown to hold by the others.
+            ran = {check_name(n): (st, fig) for _, _, n, st, fig in judged}
+            for name in rule.deciding:
+                st, fig = ran.get(name, (NOT_RUN, "it did not run"))
+                if st in (SKIP, NOT_RUN):
+                    status = NOT_RUN
+                    figure = f"{NOT_JUDGED}{name} decides it, and {fig.removeprefix(NOT_JUDGED)}"
+                    break
         evidence = _evidence(nodeid, result.outcomes[nodeid]) if status == FAIL else ""
         lines.append(RuleLine(rule, status, figure, len(judged), evidence, rule.id in gaps))
     return lines
@@ -147,6 +178,12 @@ def conformance_line(lines: list[RuleLine]) -> str:
             f"conforms to the seed: yes, on what ran ({len(unjudged)} rule{'s' if len(unjudged) != 1 else ''} "
             f"not judged here: {', '.join(line.rule.words for line in unjudged)})"
         )
+    moot = [line for line in lines if line.status == NA]
+    if moot:
+        return (
+            f"conforms to the seed: yes (every rule that applies passed; "
+            f"not applicable: {', '.join(line.rule.words for line in moot)})"
+        )
     return "conforms to the seed: yes (every rule passed)"
 
 
@@ -157,18 +194,24 @@ def _cut(text: str, width: int | None) -> str:
 
 
 def headline(result: VerdictFile, lines: list[RuleLine]) -> str:
-    counts = {s: sum(1 for line in lines if line.status == s) for s in (PASS, FAIL, SKIP, INFO)}
+    counts = {s: sum(1 for line in lines if line.status == s) for s in (PASS, FAIL, NA, SKIP, INFO)}
     facts = result.facts
     where = f"{facts.get('stack', '?')} stack on {facts.get('cluster', '?')} cluster"
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    not_run = sum(1 for line in lines if line.status == NOT_RUN)
-    return f"seed rules ({where}): {tally}" + (f", {not_run} not run" if not_run else "")
+    unjudged = sum(1 for line in lines if line.status == NOT_RUN and not _no_check_ran(line))
+    not_run = sum(1 for line in lines if _no_check_ran(line))
+    tail = (f", {unjudged} not judged" if unjudged else "") + (f", {not_run} not run" if not_run else "")
+    return f"seed rules ({where}): {tally}{tail}"
+
+
+def _no_check_ran(line: RuleLine) -> bool:
+    return line.status == NOT_RUN and not line.figure.startswith(NOT_JUDGED)
 
 
 def _not_run_lines(lines: list[RuleLine], width: int | None) -> list[str]:
     """The rules no check judged, packed together so that a partial run (``-k``, one file)
     still fits a screen; a rule's words are never split across lines."""
-    names = [line.rule.words for line in lines if line.status == NOT_RUN]
+    names = [line.rule.words for line in lines if _no_check_ran(line)]
     if not names:
         return []
     prefix, out, current = f"{NOT_RUN}  no check ran: ", [], ""
@@ -191,7 +234,7 @@ def render_lines(result: VerdictFile, width: int | None = 100, full_list: str = 
     lines = build_summary(result)
     words_width = max(len(line.rule.words) for line in lines)
     out = [(headline(result, lines), "bold")]
-    for line in (line for line in lines if line.status != NOT_RUN):
+    for line in (line for line in lines if not _no_check_ran(line)):
         ran = f" ({line.checks} checks)" if line.checks > 1 else ""
         room = None if width is None else width - 6 - words_width - 2 - len(ran)
         out.append(

@@ -143,6 +143,12 @@ def _run(args: argparse.Namespace) -> int:
         # Nothing was judged: one message, no table of rules that did not run.
         print(f"infrastructure error, nothing judged: {infrastructure}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
+    lines = summary.build_summary(result)
+    if summary.nothing_judged(lines):
+        # Checks ran but none could judge its rule (e.g. every exec refused): one message.
+        why = next((line.figure for line in lines if line.figure.startswith(summary.NOT_JUDGED)), "no check ran")
+        print(f"no rule could be judged: {why.removeprefix(summary.NOT_JUDGED)}", file=sys.stderr)
+        return exitcodes.INFRASTRUCTURE
     print(render_verdicts(result, args.verdicts, report_dir))
     return exitcodes.from_pytest(status)
 

@@ -92,8 +92,18 @@ class ResourcePlugin(api_pb2_grpc.DevicePluginServicer):
             self._server = None
 
 
-def register(kubelet_socket: str, plugin: ResourcePlugin, timeout_s: float = 10.0) -> None:
-    """Register ``plugin`` with the kubelet's ``v1beta1.Registration`` service."""
+def _reference_line(resource: str, endpoint: str, kubelet_socket: str) -> str:
+    return f"registered {resource} (endpoint {endpoint}) with {kubelet_socket}"
+
+
+def register(
+    kubelet_socket: str,
+    plugin: ResourcePlugin,
+    timeout_s: float = 10.0,
+    line: Callable[[str, str, str], str] = _reference_line,
+) -> None:
+    """Register ``plugin`` with the kubelet's ``v1beta1.Registration`` service; then log
+    ``line(resource, endpoint, kubelet socket)`` (each flavor words it as its stack does)."""
     with grpc.insecure_channel(f"unix://{kubelet_socket}") as channel:
         stub = api_pb2_grpc.RegistrationStub(channel)
         stub.Register(
@@ -106,4 +116,4 @@ def register(kubelet_socket: str, plugin: ResourcePlugin, timeout_s: float = 10.
             timeout=timeout_s,
             wait_for_ready=True,
         )
-    log.info("registered %s (endpoint %s) with %s", plugin.resource, plugin.socket_name, kubelet_socket)
+    log.info("%s", line(plugin.resource, plugin.socket_name, kubelet_socket))

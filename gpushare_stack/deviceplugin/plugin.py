@@ -238,7 +238,7 @@ class DevicePlugin:
         for plugin in self.resources:
             plugin.serve(self.socket_dir)
         for plugin in self.resources:
-            register(self.kubelet_socket, plugin)
+            register(self.kubelet_socket, plugin, line=self.flavor.registered_line)
         self.registrations += 1
         self.publish_cards()
 

@@ -100,15 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     server = ExtenderServer(
         (args.address, args.port), state, Binder(state, api), prefix=prefix, trusted_clients=trusted, tls=tls_context
     )
-    logging.getLogger(__name__).info(
-        "serving on %s:%d%s (%s, policy %s, flavor %s)",
-        args.address,
-        args.port,
-        prefix,
-        "HTTPS, verbs for the client CA's certificates only" if tls_context else "plain HTTP",
-        args.policy,
-        flavor.name,
-    )
+    how = "HTTPS, verbs for the client CA's certificates only" if tls_context else "plain HTTP"
+    logging.getLogger(__name__).info("%s", flavor.serving_line(args.address, args.port, prefix, how, args.policy))
+    flavor.started(api)
     # As PID 1 of its container the process ignores SIGTERM unless it handles it, and
     # the kubelet would wait out the whole grace period before killing it.
     signal.signal(signal.SIGTERM, _exit_on_signal)

@@ -41,6 +41,9 @@ class GpushareLikeExtender(ReferenceExtender):
     )
     fast_node_view = False  # cards come from capacity only, never from the reference annotation
 
+    def serving_line(self, address: str, port: int, prefix: str, how: str, policy: str) -> str:
+        return f"server starting on the port :{port}"  # the open extender's words (cmd/main.go)
+
     def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         """The open extender binds at once, whatever else waits for an Allocate on the
         node: its device plugin then serves pods created together by bind order."""
@@ -104,6 +107,9 @@ class GpushareLikeDevicePlugin(ReferenceDevicePlugin):
         "container its card and the ALIYUN_COM_GPU_MEM_* variables, without isolation."
     )
     assigned_annotations = {contract.ANN_ASSIGNED: "true"}
+
+    def registered_line(self, resource: str, endpoint: str, kubelet_socket: str) -> str:
+        return "Registered device plugin with Kubelet"  # the open device plugin's words
 
     def resources(self, plugin: Any) -> list[Any]:
         return [r for r in super().resources(plugin) if r.resource == contract.RESOURCE_MEM]

@@ -63,7 +63,10 @@ PHASE_SUCCESS = "success"
 DEVICE_TYPE = "NVIDIA"
 DEVICE_SPLIT_COUNT = 10  # HAMi's default deviceSplitCount
 DEVICE_CORES = 100
-EXTENDER_PREFIX = "/hami-scheduler"
+# HAMi's scheduler serves /filter, /bind, /webhook, /healthz at the root (cmd/scheduler).
+EXTENDER_PREFIX = ""
+# The label HAMi's scheduler puts on its pods; its Service selects the leader's.
+ROLE_LABEL = "hami.io/scheduler-role"
 SHIM_PATH = f"{contract.CONTAINER_NATIVE_DIR}/lib/libgpushare-shim-hamilike.so"
 ENV_LIMIT_PREFIX = "CUDA_DEVICE_MEMORY_LIMIT_"
 PLUGIN_SOCKET = "hami-like-nvidia.sock"
@@ -285,6 +288,31 @@ class HamiLikeExtender(ReferenceExtender):
     unit = "MiB"
     default_prefix = EXTENDER_PREFIX
     fast_node_view = False
+
+    def serving_line(self, address: str, port: int, prefix: str, how: str, policy: str) -> str:
+        return f"listen on {address}:{port}"  # HAMi's scheduler's words
+
+    def started(self, api: Any) -> None:
+        """As HAMi's scheduler, label this pod the leader (one replica: always elected),
+        so that the Service selecting ``hami.io/scheduler-role=leader`` reaches it."""
+        import os
+
+        from kubernetes import client
+
+        name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+        if not (name and namespace):
+            log.warning("POD_NAME/POD_NAMESPACE unset: not labelling this pod %s=leader", ROLE_LABEL)
+            return
+        for attempt in range(30):
+            try:
+                client.CoreV1Api(api).patch_namespaced_pod(
+                    name, namespace, {"metadata": {"labels": {ROLE_LABEL: "leader"}}}
+                )
+                log.info("Successfully patched leader label to hami scheduler pod")
+                return
+            except Exception as exc:  # the API may not answer yet; retry as HAMi does on its tick
+                log.warning("Failed to patch the leader label to hami scheduler pod: %s", exc)
+                time.sleep(min(2.0, 0.2 * (attempt + 1)))
 
     def is_share_pod(self, pod: Mapping[str, Any]) -> bool:
         containers = (pod.get("spec") or {}).get("containers") or []
@@ -510,6 +538,9 @@ class HamiLikeDevicePlugin(ReferenceDevicePlugin):
         "devices per card, writes hami.io/node-nvidia-register, and gives a container its cards "
         "with CUDA_DEVICE_MEMORY_LIMIT_<i> and the hami-like isolation library."
     )
+
+    def registered_line(self, resource: str, endpoint: str, kubelet_socket: str) -> str:
+        return f"Registered device plugin for '{resource}' with Kubelet"  # HAMi's words
 
     def resources(self, plugin: Any) -> list[Any]:
         from gpushare_stack.deviceplugin.devices import Device

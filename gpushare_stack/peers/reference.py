@@ -39,6 +39,14 @@ class ReferenceExtender:
     )
     unit = "GiB"  # of Card.total_gib and the allocation figures
     default_prefix = contract.EXTENDER_PREFIX
+
+    def serving_line(self, address: str, port: int, prefix: str, how: str, policy: str) -> str:
+        """What the extender logs once it listens (each flavor as its stack words it)."""
+        return f"serving on {address}:{port}{prefix} ({how}, policy {policy}, flavor {self.name})"
+
+    def started(self, api: Any) -> None:
+        """Called once the extender listens (a flavor may announce itself in the cluster)."""
+
     # Whether the server may read node objects with its fast msgspec view (the card
     # annotation and capacity of this flavor); other flavors get their node_source.
     fast_node_view = True
@@ -105,6 +113,11 @@ class ReferenceDevicePlugin:
     """What the device plugin advertises, publishes on its node, and gives a container."""
 
     name = REFERENCE
+
+    def registered_line(self, resource: str, endpoint: str, kubelet_socket: str) -> str:
+        """What the plugin logs once the kubelet took its registration."""
+        return f"registered {resource} (endpoint {endpoint}) with {kubelet_socket}"
+
     description = (
         "Kubelet device plugin advertising aliyun.com/gpu-mem (one device per GiB per card) and "
         "aliyun.com/gpu-count (one per card); Allocate gives a container the cards and per-card "

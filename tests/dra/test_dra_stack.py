@@ -27,6 +27,7 @@ from judged_runs import assert_caught, assert_evidence_only, junit_outcomes, run
 
 from gpushare_conformance.fixtures.framework import stack, stacks
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
+from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_conformance.summary import INFO, PASS, SKIP, conformance_line
 from gpushare_stack import faults
@@ -101,8 +102,15 @@ def test_the_checks_catch_each_dra_fault(fault, cluster, switch, kube, tmp_path,
     try:
         kube.kubectl("apply", "-k", str(FAULT_OVERLAYS / f"dra-{fault}"), timeout=timeouts.apply)
         stacks.wait_stack(kube, DRA, timeouts, progress)
-        log = stack.component_log(kube, DRA.namespace, "app=gpushare-dra-plugin")
-        assert f"FAULT INJECTED: gpushare-dra-plugin runs with --fault {fault}" in log, log[-2000:]
+        said = f"FAULT INJECTED: gpushare-dra-plugin runs with --fault {fault}"
+        # Ready is not logged yet: the line comes within moments of the process starting.
+        log = poll_until(
+            lambda: stack.component_log(kube, DRA.namespace, "app=gpushare-dra-plugin"),
+            lambda text: said in text,
+            timeout=timeouts.restart,
+            what=f"the DRA plugin to say {said!r}",
+        )
+        assert said in log, log[-2000:]
         checks = [*must_fail, control]
         argv = [
             sys.executable,

@@ -41,10 +41,16 @@ def test_gpushare_like_overlay_matches_the_gpushare_profile():
     assert ext["hostNetwork"] is True
     assert ext["containers"][0]["args"][:3] == [
         "--flavor=gpushare-like",
-        "--port=32766",
+        "--port=12345",
         "--prefix=/gpushare-scheduler",
     ]
-    assert profile.inspect_port == 32766 and profile.inspect_path == "/gpushare-scheduler/inspect"
+    # As the open stack: no container port declared; its NodePort Service tells the port.
+    assert not any(c.get("ports") for c in ext["containers"])
+    service = by_kind(docs, "Service", "gpushare-schd-extender")["spec"]
+    assert service["type"] == "NodePort" and service["ports"][0]["targetPort"] == 12345
+    assert service["ports"][0]["nodePort"] == 32766
+    assert _selector_matches(profile.extender_selector, service["selector"])
+    assert profile.extender_port is None and profile.inspect_path == "/gpushare-scheduler/inspect"
     dp = plugin["spec"]["template"]["spec"]
     assert dp["nodeSelector"] == {"gpushare": "true"}
     assert "--flavor=gpushare-like" in dp["containers"][0]["args"]
@@ -66,9 +72,17 @@ def test_hami_like_overlay_matches_the_hami_profile():
     }
     extender = _workload(docs, profile.extender_selector)
     plugin = _workload(docs, profile.device_plugin_selector)
-    assert "--flavor=hami-like" in extender["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--prefix=/hami-scheduler" in extender["spec"]["template"]["spec"]["containers"][0]["args"]
+    ext = extender["spec"]["template"]["spec"]
+    assert "--flavor=hami-like" in ext["containers"][0]["args"]
+    assert not ext.get("hostNetwork") and ext["containers"][0]["name"] == "vgpu-scheduler-extender"
+    # The Service selects the leader only: the pod labels itself once it serves.
+    service = by_kind(docs, "Service", "hami-scheduler")["spec"]
+    assert service["selector"]["hami.io/scheduler-role"] == "leader"
+    assert service["ports"][0]["nodePort"] == 31998
+    assert profile.extender_prefix == "" and profile.extender_port is None
     dp = plugin["spec"]["template"]["spec"]
+    # As HAMi's chart: the device plugin first, its vGPU monitor beside it.
+    assert [c["name"] for c in dp["containers"]] == ["device-plugin", "vgpu-monitor"]
     assert dp["nodeSelector"] == {"gpu": "on"}
     assert "--flavor=hami-like" in dp["containers"][0]["args"]
     assert dp["initContainers"][0]["name"] == "install-native"  # publishes libgpushare-shim-hamilike.so
@@ -81,7 +95,7 @@ def test_hami_like_scheduler_config_manages_hamis_resources():
     assert "__KUBECONFIG__" in text
     config = yaml.safe_load(text)
     (extender,) = config["extenders"]
-    assert extender["urlPrefix"] == "http://127.0.0.1:32766/hami-scheduler"
+    assert extender["urlPrefix"] == "http://127.0.0.1:31998"
     assert (extender["filterVerb"], extender["bindVerb"]) == ("filter", "bind")
     assert extender["managedResources"] == [
         {"name": "nvidia.com/gpu", "ignoredByScheduler": True},
@@ -94,7 +108,7 @@ def test_the_switcher_knows_each_overlay_and_its_workloads():
         docs = render(str(spec.overlay.relative_to(MANIFESTS)))
         names = {f"{d['kind'].lower()}/{d['metadata']['name']}" for d in docs}
         assert set(spec.workloads) <= names, spec.name
-        for selector in spec.serving_lines:
+        for selector in spec.selectors:
             _workload(docs, selector)
         assert spec.scheduler_config.is_file()
     assert stacks.STACKS["reference"].overlay == MANIFESTS / "overlays" / "mock"
