@@ -195,7 +195,6 @@ _ISOLATION_RULES = frozenset(
         "isolation_log",
         "alloc_past_share_refused",
         "one_budget_per_container",
-        "memory_comes_back",
         "hostile_environment",
         "hostile_accounting",
         "hostile_descendants",

@@ -119,7 +119,7 @@ class DevicePlugin:
     def poll_health(self) -> bool:
         """Re-read NVML; a card that is gone (or NVML failing) turns Unhealthy.
         Returns whether anything changed."""
-        if self.fault == faults.BLIND_TO_HEALTH:
+        if self.fault == faults.BLIND_TO_HEALTH or not self.flavor.watches_health:
             return False
         try:
             present = {c.uuid for c in self._discover()}

@@ -113,6 +113,8 @@ class ReferenceDevicePlugin:
     """What the device plugin advertises, publishes on its node, and gives a container."""
 
     name = REFERENCE
+    # Whether the plugin re-reads NVML and stops advertising a card that is gone.
+    watches_health = True
 
     def registered_line(self, resource: str, endpoint: str, kubelet_socket: str) -> str:
         """What the plugin logs once the kubelet took its registration."""
