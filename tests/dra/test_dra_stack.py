@@ -88,7 +88,7 @@ FAULT_CASES = {
     faults.OVERCOMMIT_CAPACITY: (
         {
             f"{ISOLATION}::test_two_pods_on_the_same_cards_each_see_their_share_and_never_exceed_a_card": (
-                r"overbook.*it is running on .*the stack placed it"
+                r"overbook.* was placed: on .*it is running on "
             ),
             f"{ISOLATION}::test_node_advertising_matches_nvml_inventory": r"advertised_gpu_mem.*120",
         },

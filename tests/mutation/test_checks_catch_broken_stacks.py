@@ -77,7 +77,7 @@ CASES = [
         {
             # 3 GiB over 2 cards is bound with 1 GiB per card instead of left Pending; the
             # kubelet then admits it and the (sound) device plugin refuses the 1 + 1 split.
-            f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled": r"not-integer.* to be unschedulable: gave up, it is failed: UnexpectedAdmissionError.*\{\d+: 1, \d+: 1\}",
+            f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled": r"not-integer.* was placed: .*UnexpectedAdmissionError.*\{\d+: 1, \d+: 1\}",
         },
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
     ),
@@ -224,9 +224,9 @@ CASES = [
         {
             # One card with the share free on each of two nodes "makes" two: the pod is
             # bound with one card (or admitted nowhere), never left Pending.
-            f"{MULTINODE}::test_m_cards_free_only_across_nodes_stay_pending_never_split": r"across-nodes to be unschedulable: gave up, |not_split|not_bound",
+            f"{MULTINODE}::test_m_cards_free_only_across_nodes_stay_pending_never_split": r"across-nodes .*was placed: |not_split|not_bound",
             # More cards than any node has, fewer than the nodes together: bound all the same.
-            f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled": r"too-many-cards to be unschedulable: gave up, ",
+            f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled": r"too-many-cards .*was placed: ",
         },
         control=f"{RESTRICTIONS}::test_gpu_mem_not_divisible_by_gpu_count_is_not_scheduled",
         gpu_nodes=2,
