@@ -38,6 +38,9 @@ STACK_IMAGE = "localhost/gpushare-conformance/stack:dev"
 SUITE_IMAGE = MOCK_WORKLOAD_IMAGE
 # The CUDA driver probe in SUITE_IMAGE (dlopens the libcuda.so.1 the node's runtime gives).
 PROBE = "/usr/local/bin/gpushare-probe"
+# The hostile workload's attempts (native/src/attack/) and the libraries it brings.
+ATTACK = "/usr/local/bin/gpushare-attack"
+ATTACK_LIB_DIR = "/usr/local/lib/gpushare-attack"
 
 # What pods see.
 OOM_ERROR = "CUDA_ERROR_OUT_OF_MEMORY"

@@ -65,7 +65,7 @@ class BuiltImages:
 def build_images(out_dir: Path, native_build: Path, progress: Progress = print) -> BuiltImages:
     """Build every image into `out_dir` and return the archives."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for binary in ("bin/gpushare-probe", "bin/nvidia-smi", "lib/libgpushare-shim.so"):
+    for binary in ("bin/gpushare-probe", "bin/gpushare-attack", "bin/nvidia-smi", "lib/libgpushare-shim.so"):
         if not (native_build / binary).exists():
             raise FileNotFoundError(
                 f"native build incomplete: {native_build / binary} is missing (run `make -C native`)"
@@ -147,6 +147,9 @@ def _app_layer(out_dir: Path, native_build: Path, progress: Progress) -> Path:
         bin_dir = root / "usr" / "local" / "bin"
         bin_dir.mkdir(parents=True)
         shutil.copy2(native_build / "bin" / "gpushare-probe", bin_dir / "gpushare-probe")
+        # The hostile checks' attempts and the libraries a workload would bring for them.
+        shutil.copy2(native_build / "bin" / "gpushare-attack", bin_dir / "gpushare-attack")
+        shutil.copytree(native_build / "lib" / "attack", root / "usr" / "local" / "lib" / "gpushare-attack")
         for command, module in (
             ("gpushare-extender", "gpushare_stack.extender"),
             ("gpushare-device-plugin", "gpushare_stack.deviceplugin"),

@@ -22,6 +22,7 @@
 
 #include "shim.h"
 #include "shim_cuda.h"
+#include "shim_loader.h"
 
 #ifndef EXPORT
 #define EXPORT __attribute__((visibility("default")))
@@ -38,9 +39,9 @@ HIDDEN dlsym_fn_t gpushare_real_dlsym;
 
 EARLY_SAFE static void resolve_real_dlsym(void) {
     if (__atomic_load_n(&gpushare_real_dlsym, __ATOMIC_ACQUIRE)) return;
-    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
-    void *p = NULL;
-    for (size_t i = 0; !p && i < sizeof versions / sizeof versions[0]; i++) p = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    /* Read from the C library's symbol table: the shim's own dlvsym (shim_loader.c)
+     * would answer a lookup with the shim's dlsym. */
+    void *p = shim_libc_function("dlsym");
     if (!p) {
         static const char msg[] = "gpushare-shim: cannot find the C library's dlsym\n";
         ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -48,6 +49,7 @@ EARLY_SAFE static void resolve_real_dlsym(void) {
         abort();
     }
     __atomic_store_n(&gpushare_real_dlsym, (dlsym_fn_t)p, __ATOMIC_RELEASE);
+    shim_loader_resolve();
 }
 
 /* ---- hook tables -------------------------------------------------------------- */
@@ -141,12 +143,13 @@ static inline shim_mode_t mode(void) { return shim_config()->mode; }
  * library answer".  Called by the dlsym entry below before anything else. */
 static void *hooked_symbol(const char *name);
 
-EARLY_SAFE HIDDEN void *gpushare_dlsym_hook(void *handle, const char *name) {
+EARLY_SAFE void *gpushare_dlsym_hook(void *handle, const char *name) {
     (void)handle;
     resolve_real_dlsym();
     if (!name || name[0] == '\0') return NULL;
     int cuda = name[0] == 'c' && name[1] == 'u';
     int nvml = name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l';
+    if ((name[0] == 'd' && name[1] == 'l') || (name[0] == '_' && name[1] == '_')) return shim_loader_symbol(name);
     if (!cuda && !nvml) return NULL;
     return hooked_symbol(name);
 }

@@ -1,20 +1,25 @@
-/* Hami-like build only (SHIM_HAMI_LIKE): CUDA contexts count against the share.
+/* CUDA contexts count against the share.
  *
- * HAMi-core charges what a process's CUDA context takes on a card (a few hundred MiB
- * on real cards) to the container's limit, so a process with a 4096 MiB share sees
- * about 300 MiB less free than the limit as soon as it has a context, and one
- * allocation of nearly the whole share fails.  This file does the same over any
- * driver: the first context a process holds on a card (primary context retain or
- * cuCtxCreate) charges SHIM_CONTEXT_CHARGE_MIB to that card's share, the last one
- * released or destroyed gives it back, and a process that dies gives it back with
- * the rest of its usage (shim_usage.c reclaims its slot). */
+ * A context takes memory on its card (a few hundred MiB on real cards; the mock
+ * driver's CONTEXT_RESERVE_BYTES) that the driver gives no allocation call for: a pod
+ * that starts one process per worker, or a hostile one that starts dozens holding only
+ * a context, would take that much of the card beyond its share, out of its
+ * neighbours'.  So the first context a process holds on a card (primary context
+ * retain or cuCtxCreate) charges SHIM_CONTEXT_CHARGE_MIB to that card's share, the
+ * last one released or destroyed gives it back, and a process that dies gives it back
+ * with the rest of its usage (shim_usage.c reclaims its slot).
+ *
+ * The reference shim refuses a context the share cannot hold (the context is given
+ * back and the call answers CUDA_ERROR_OUT_OF_MEMORY).  The hami-like build
+ * (SHIM_HAMI_LIKE) charges it even past the share, as HAMi-core does, which only
+ * refuses later allocations. */
 #include "shim.h"
 #include "shim_cuda.h"
 
 #include <pthread.h>
 
 #ifndef SHIM_CONTEXT_CHARGE_MIB
-#define SHIM_CONTEXT_CHARGE_MIB 300
+#define SHIM_CONTEXT_CHARGE_MIB 304
 #endif
 #define CONTEXT_CHARGE_BYTES ((uint64_t)SHIM_CONTEXT_CHARGE_MIB << 20)
 
@@ -23,9 +28,10 @@ static int g_ctx_refs[SHIM_MAX_DEVICES]; /* contexts this process holds per cont
 static CUcontext g_ctx_created[256];     /* cuCtxCreate contexts and their card, to uncharge on destroy */
 static int g_ctx_created_card[256];
 
-/* One more (delta = +1) or one less (-1) context on container card `card`. */
-static void context_ref(int card, int delta) {
-    if (card < 0 || card >= SHIM_MAX_DEVICES) return;
+/* One more (delta = +1) or one less (-1) context on container card `card`: 0, or -1
+ * when the share cannot hold one more (the reference build; nothing is counted then). */
+static int context_ref(int card, int delta) {
+    if (card < 0 || card >= SHIM_MAX_DEVICES) return 0;
     uint64_t limit = shim_card_limit(card);
     pthread_mutex_lock(&g_ctx_lock);
     int before = g_ctx_refs[card];
@@ -33,13 +39,23 @@ static void context_ref(int card, int delta) {
     if (after < 0) after = 0;
     g_ctx_refs[card] = after;
     pthread_mutex_unlock(&g_ctx_lock);
-    if (!limit) return;
+    if (!limit) return 0;
     if (before == 0 && after > 0) {
+        if (usage_reserve(card, CONTEXT_CHARGE_BYTES, limit) == 0) return 0;
+#ifdef SHIM_HAMI_LIKE
         /* The driver made the context already: charge it even past the share. */
-        if (usage_reserve(card, CONTEXT_CHARGE_BYTES, limit) != 0) usage_force_reserve(card, CONTEXT_CHARGE_BYTES);
+        usage_force_reserve(card, CONTEXT_CHARGE_BYTES);
+        return 0;
+#else
+        pthread_mutex_lock(&g_ctx_lock);
+        g_ctx_refs[card] = before;
+        pthread_mutex_unlock(&g_ctx_lock);
+        return -1;
+#endif
     } else if (before > 0 && after == 0) {
         usage_release(card, CONTEXT_CHARGE_BYTES);
     }
+    return 0;
 }
 
 static void remember_created(CUcontext ctx, int card) {
@@ -82,8 +98,13 @@ static CUresult create_common(CUresult (*real)(CUcontext *, unsigned int, CUdevi
     CUresult rc = real(pctx, flags, dev);
     if (rc == CUDA_SUCCESS && limited) {
         int card = shim_card_of_device(dev);
+        if (context_ref(card, +1) != 0) {
+            CUresult (*destroy)(CUcontext) = CTX_REAL(cuCtxDestroy_v2, CUresult(*)(CUcontext));
+            if (destroy) destroy(*pctx);
+            *pctx = NULL;
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         remember_created(*pctx, card);
-        context_ref(card, +1);
     }
     return rc;
 }
@@ -123,7 +144,15 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         pthread_mutex_lock(&g_ctx_lock);
         int first = g_primary_refs[card]++ == 0;
         pthread_mutex_unlock(&g_ctx_lock);
-        if (first) context_ref(card, +1);
+        if (first && context_ref(card, +1) != 0) {
+            pthread_mutex_lock(&g_ctx_lock);
+            g_primary_refs[card]--;
+            pthread_mutex_unlock(&g_ctx_lock);
+            CUresult (*release)(CUdevice) = CTX_REAL(cuDevicePrimaryCtxRelease_v2, CUresult(*)(CUdevice));
+            if (release) release(dev);
+            *pctx = NULL;
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
     return rc;
 }

@@ -42,10 +42,7 @@
     X(cuMemMap)                      \
     X(cuMemUnmap)
 
-/* The hami-like build (SHIM_HAMI_LIKE, libgpushare-shim-hamilike.so) also charges
- * every CUDA context a process holds on a card to the share, as HAMi-core does
- * (shim_ctx.c); the reference build hooks no context call. */
-#ifdef SHIM_HAMI_LIKE
+/* Every CUDA context a process holds on a card is charged to the share (shim_ctx.c). */
 #define SHIM_CTX_HOOKS(X)            \
     X(cuCtxCreate)                   \
     X(cuCtxCreate_v2)                \
@@ -54,9 +51,6 @@
     X(cuDevicePrimaryCtxRetain)      \
     X(cuDevicePrimaryCtxRelease)     \
     X(cuDevicePrimaryCtxRelease_v2)
-#else
-#define SHIM_CTX_HOOKS(X)
-#endif
 
 /* The mode, with the real driver loaded. */
 HIDDEN shim_mode_t shim_cuda_mode(void);

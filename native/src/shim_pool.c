@@ -88,6 +88,10 @@ static struct {
     CUresult (*default_pool)(CUmemoryPool *, CUdevice);
     CUresult (*device_count)(int *);
     CUresult (*ctx_device)(CUdevice *);
+    CUresult (*stream_device)(CUstream, CUdevice *);
+    CUresult (*stream_ctx)(CUstream, CUcontext *);
+    CUresult (*ctx_push)(CUcontext);
+    CUresult (*ctx_pop)(CUcontext *);
     alloc_async_fn alloc_async, alloc_async_ptsz;
     from_pool_fn from_pool, from_pool_ptsz;
     free_async_fn free_async, free_async_ptsz;
@@ -113,6 +117,10 @@ static void load(void) {
     LOAD_REAL(default_pool, "cuDeviceGetDefaultMemPool");
     LOAD_REAL(device_count, "cuDeviceGetCount");
     LOAD_REAL(ctx_device, "cuCtxGetDevice");
+    LOAD_REAL(stream_device, "cuStreamGetDevice");
+    LOAD_REAL(stream_ctx, "cuStreamGetCtx");
+    LOAD_REAL(ctx_push, "cuCtxPushCurrent_v2");
+    LOAD_REAL(ctx_pop, "cuCtxPopCurrent_v2");
     LOAD_REAL(alloc_async, "cuMemAllocAsync");
     LOAD_REAL(alloc_async_ptsz, "cuMemAllocAsync_ptsz");
     LOAD_REAL(from_pool, "cuMemAllocFromPoolAsync");
@@ -355,22 +363,41 @@ static inline __attribute__((always_inline)) CUresult alloc_in(CUmemoryPool pool
 }
 
 /* The device of a cuMemAllocAsync: device 0 when the process sees one, else the
- * current context's; -1 if unknown. */
-static __attribute__((noinline)) CUdevice async_device_slow(void) {
+ * stream's (the driver allocates from the pool of the stream's device, whatever
+ * context is current: a stream of card 1 must be charged to card 1), the current
+ * context's for the default streams; -1 if unknown. */
+static CUdevice device_of_stream(CUstream s) {
+    CUdevice dev;
+#ifndef SHIM_HAMI_LIKE /* HAMi-core charges the current device whatever the stream */
+    if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+        if (R.stream_device && R.stream_device(s, &dev) == CUDA_SUCCESS) return dev;
+        CUcontext ctx, popped;
+        if (!R.stream_ctx || !R.ctx_push || !R.ctx_pop || R.stream_ctx(s, &ctx) != CUDA_SUCCESS ||
+            R.ctx_push(ctx) != CUDA_SUCCESS)
+            return -1;
+        CUresult rc = R.ctx_device ? R.ctx_device(&dev) : CUDA_ERROR_NOT_FOUND;
+        R.ctx_pop(&popped);
+        return rc == CUDA_SUCCESS ? dev : -1;
+    }
+#else
+    (void)s;
+#endif
+    return R.ctx_device && R.ctx_device(&dev) == CUDA_SUCCESS ? dev : -1;
+}
+static __attribute__((noinline)) CUdevice async_device_slow(CUstream s) {
     int n = __atomic_load_n(&g_devices, __ATOMIC_RELAXED);
     if (n == 0 && R.device_count && R.device_count(&n) == CUDA_SUCCESS) __atomic_store_n(&g_devices, n, __ATOMIC_RELAXED);
     if (n == 1) return 0;
-    CUdevice dev;
-    return R.ctx_device && R.ctx_device(&dev) == CUDA_SUCCESS ? dev : -1;
+    return device_of_stream(s);
 }
-static inline CUdevice async_device(void) {
-    return LIKELY(__atomic_load_n(&g_devices, __ATOMIC_RELAXED) == 1) ? 0 : async_device_slow();
+static inline CUdevice async_device(CUstream s) {
+    return LIKELY(__atomic_load_n(&g_devices, __ATOMIC_RELAXED) == 1) ? 0 : async_device_slow(s);
 }
 
 static inline __attribute__((always_inline)) CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUstream s,
                                                                   alloc_async_fn real, free_async_fn *undo) {
     CUdevice dev;
-    if (UNLIKELY(!dptr || bytes == 0) || UNLIKELY((dev = async_device()) < 0 || dev >= SHIM_MAX_DEVICES))
+    if (UNLIKELY(!dptr || bytes == 0) || UNLIKELY((dev = async_device(s)) < 0 || dev >= SHIM_MAX_DEVICES))
         return real(dptr, bytes, s); /* the driver answers with its own error */
     CUmemoryPool pool = __atomic_load_n(&g_current[dev], __ATOMIC_ACQUIRE);
     if (UNLIKELY(!pool)) {
