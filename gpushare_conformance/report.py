@@ -43,12 +43,16 @@ class VerdictRecord:
     passed: bool
     # "info" rows state facts (e.g. compute is not isolated) rather than judge them;
     # "not_judged": the check could not exercise its rule (the reason is the detail);
-    # "not_applicable": the rule does not apply to the stack (no extender to attack).
+    # "not_applicable": the rule does not apply to the stack (no extender to attack);
+    # "open": an attack beyond what the stack's kind of layer can hold got through
+    # (docs/threat-model.md): shown as OPEN, never as a pass, and not a failure.
     kind: str = "verdict"
     detail: str = ""
 
     @property
     def outcome(self) -> str:
+        if self.kind == "open":
+            return "pass" if self.passed else "OPEN"
         if self.kind in NOT_VERDICT_KINDS:
             return NOT_VERDICT_KINDS[self.kind]
         return "pass" if self.passed else "FAIL"

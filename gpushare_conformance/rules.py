@@ -28,6 +28,9 @@ AREAS: dict[str, str] = {
     "isolation": "Isolation",
     "lifecycle": "Lifecycle",
     "limitation": "Limitation",
+    # One rule per attack class of a hostile workload (docs/threat-model.md), shown
+    # apart from the seed's rules for cooperative workloads.
+    "hostile": "Hostile workload",
 }
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 
@@ -240,7 +243,7 @@ _RULES = (
         "its environment cannot lift a pod's share",
         "Limitations: memory isolation",
         "GPU memory isolation",
-        "isolation",
+        "hostile",
         "critical",
         ("env_cleared_past_share", "env_raised_past_share", "exec_shell_past_share", "no_gpu_pod_sees_no_card"),
     ),
@@ -249,7 +252,7 @@ _RULES = (
         "overwriting its accounting cannot lift the share",
         "Limitations: memory isolation",
         "GPU memory isolation",
-        "isolation",
+        "hostile",
         "critical",
         ("forged_accounting_past_share", "accounting_zeroed"),
     ),
@@ -258,7 +261,7 @@ _RULES = (
         "grandchildren draw from the same budget",
         "Limitations: memory isolation",
         "GPU memory isolation",
-        "isolation",
+        "hostile",
         "critical",
         ("grandchild_past_budget",),
     ),
@@ -267,7 +270,7 @@ _RULES = (
         "a pod cannot bind pods through the extender",
         "How it works",
         "Each card contributes",
-        "isolation",
+        "hostile",
         "critical",
         ("victim_unbound",),
     ),
@@ -276,9 +279,54 @@ _RULES = (
         "a pod cannot take cards by writing an allocation",
         "How it works",
         "Each card contributes",
-        "isolation",
+        "hostile",
         "critical",
         ("forged_allocation_served",),
+    ),
+    Rule(
+        "hostile_loader",
+        "loader tricks lift no share",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "hostile",
+        "critical",
+        ("loader_trick_past_share",),
+    ),
+    Rule(
+        "hostile_stream_card",
+        "a stream is charged to its own card",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "hostile",
+        "critical",
+        ("stream_card_past_share",),
+    ),
+    Rule(
+        "hostile_processes",
+        "many processes stay within the share",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "hostile",
+        "critical",
+        ("processes_within_share",),
+    ),
+    Rule(
+        "hostile_namespaces",
+        "namespaces and mounts lift no share",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "hostile",
+        "critical",
+        ("namespaces_past_share", "pod_posture"),
+    ),
+    Rule(
+        "beyond_interposition",
+        "the driver's own symbols lift no share",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "hostile",
+        "normal",
+        ("symtab_past_share",),
     ),
     Rule(
         "bursts_not_overbooked",
@@ -427,32 +475,50 @@ CHECKS: dict[str, Check] = {
         "normal",
     ),
     # test_bypass.py
+    "test_a_loader_trick_lifts_no_share": Check(
+        "A loader trick ({trick}) lifts no share", "hostile", ("hostile_loader",), "critical"
+    ),
+    "test_reading_the_drivers_own_symbol_table": Check(
+        "The driver's own symbol table, read by the workload (beyond a library)",
+        "hostile",
+        ("beyond_interposition",),
+        "normal",
+    ),
+    "test_a_stream_of_another_card_is_charged_to_that_card": Check(
+        "A stream of another card is charged to that card", "hostile", ("hostile_stream_card",), "critical"
+    ),
+    "test_a_pods_processes_take_no_more_of_the_card_than_its_share": Check(
+        "Many processes take no more of the card than the share", "hostile", ("hostile_processes",), "critical"
+    ),
+    "test_namespaces_and_mounts_lift_no_share": Check(
+        "Namespaces and mounts lift no share", "hostile", ("hostile_namespaces",), "critical"
+    ),
     "test_clearing_the_isolation_variables_lifts_no_share": Check(
-        "Clearing the isolation's variables lifts no share", "isolation", ("hostile_environment",), "critical"
+        "Clearing the isolation's variables lifts no share", "hostile", ("hostile_environment",), "critical"
     ),
     "test_raising_the_limit_variables_lifts_no_share": Check(
-        "Raising the limit variables lifts no share", "isolation", ("hostile_environment",), "critical"
+        "Raising the limit variables lifts no share", "hostile", ("hostile_environment",), "critical"
     ),
     "test_a_shell_started_by_exec_gets_no_more_than_the_share": Check(
-        "A shell started by exec gets no more than the share", "isolation", ("hostile_environment",), "critical"
+        "A shell started by exec gets no more than the share", "hostile", ("hostile_environment",), "critical"
     ),
     "test_a_pod_asking_no_gpu_gets_no_card_by_naming_them_all": Check(
         "A pod asking no GPU gets no card by setting NVIDIA_VISIBLE_DEVICES=all",
-        "isolation",
+        "hostile",
         ("hostile_environment",),
         "critical",
     ),
     "test_overwriting_the_accounting_lifts_no_share": Check(
-        "Zeroing the files the isolation shares lifts no share", "isolation", ("hostile_accounting",), "critical"
+        "Zeroing the files the isolation shares lifts no share", "hostile", ("hostile_accounting",), "critical"
     ),
     "test_a_grandchild_draws_from_the_same_budget": Check(
-        "A grandchild draws from the same budget", "isolation", ("hostile_descendants",), "critical"
+        "A grandchild draws from the same budget", "hostile", ("hostile_descendants",), "critical"
     ),
     "test_a_pod_cannot_bind_pods_through_the_extender": Check(
-        "A pod posting a bind to the extender binds nothing", "isolation", ("hostile_extender",), "critical"
+        "A pod posting a bind to the extender binds nothing", "hostile", ("hostile_extender",), "critical"
     ),
     "test_a_pod_created_with_another_pods_allocation_gets_no_card": Check(
-        "A pod created with another pod's allocation gets no card", "isolation", ("hostile_allocation",), "critical"
+        "A pod created with another pod's allocation gets no card", "hostile", ("hostile_allocation",), "critical"
     ),
     "test_memory_of_a_killed_process_comes_back": Check(
         "Memory of a process killed with SIGKILL comes back", "isolation", ("memory_comes_back",), "normal"

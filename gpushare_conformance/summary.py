@@ -15,14 +15,17 @@ from gpushare_conformance.report import CheckOutcome, VerdictFile, VerdictRecord
 from gpushare_conformance.rules import CHECKS, RULES, Rule, check_name
 
 PASS, FAIL, SKIP, INFO, NOT_RUN, NA = "PASS", "FAIL", "SKIP", "INFO", "----", "N/A"
+# An attack beyond what the stack's kind of layer can hold got through (docs/threat-model.md):
+# shown with its figure, never as PASS, and not counted as a failure of the seed's rules.
+OPEN = "OPEN"
 # How an infrastructure error (fixtures/providers/base.py) reads in a check's outcome.
 INFRASTRUCTURE = "InfrastructureError"
 # How an error collecting evidence (an exec the API refused: fixtures/framework/evidence.py)
 # reads in a check's outcome: the check could not judge, the stack is not at fault for it.
 EVIDENCE_UNAVAILABLE = "EvidenceUnavailable"
 NOT_JUDGED = "not judged: "
-STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", INFO: "cyan", NOT_RUN: "dim", NA: "dim"}
-_RANK = {FAIL: 0, PASS: 1, INFO: 1, NA: 2, SKIP: 3, NOT_RUN: 4}
+STYLES = {PASS: "green", FAIL: "bold red", OPEN: "yellow", SKIP: "yellow", INFO: "cyan", NOT_RUN: "dim", NA: "dim"}
+_RANK = {FAIL: 0, OPEN: 1, PASS: 2, INFO: 2, NA: 3, SKIP: 4, NOT_RUN: 5}
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,10 @@ def _judge(rule: Rule, nodeid: str, outcome: CheckOutcome, records: list[Verdict
     """The rule's status in one check, and its figure."""
     judged = [r for r in records if r.kind not in ("not_judged", "not_applicable")]
     own = [r for r in judged if not rule.verdicts or r.base_check in rule.verdicts]
+    if any(not r.passed for r in own if r.kind != "open"):
+        return FAIL, _figure([r for r in own if r.kind != "open"], records, failed=True)
     if any(not r.passed for r in own):
-        return FAIL, _figure(own, records, failed=True)
+        return OPEN, f"{_figure(own, records, failed=True)} (beyond an interposition library: docs/threat-model.md)"
     unjudged = next((r for r in records if r.kind == "not_judged"), None)
     if unjudged is not None:
         return NOT_RUN, f"{NOT_JUDGED}{unjudged.detail or unjudged.observed}"
@@ -167,7 +172,7 @@ def conformance_line(lines: list[RuleLine]) -> str:
     infrastructure = next((line.figure for line in lines if INFRASTRUCTURE in line.figure), None)
     if infrastructure and not failed:
         return f"conforms to the seed: not judged ({infrastructure.removeprefix('not judged: ')})"
-    if not failed and not any(line.status == PASS for line in lines):
+    if not failed and not any(line.status in (PASS, OPEN) for line in lines):
         return "conforms to the seed: not judged (no rule was checked)"
     if failed:
         gaps = sum(1 for line in failed if line.known_gap)
@@ -179,11 +184,17 @@ def conformance_line(lines: list[RuleLine]) -> str:
             f"not judged here: {', '.join(line.rule.words for line in unjudged)})"
         )
     moot = [line for line in lines if line.status == NA]
+    opened = [line for line in lines if line.status == OPEN]
+    beyond = (
+        f"; open beyond an interposition library: {', '.join(line.rule.words for line in opened)}" if opened else ""
+    )
     if moot:
         return (
             f"conforms to the seed: yes (every rule that applies passed; "
-            f"not applicable: {', '.join(line.rule.words for line in moot)})"
+            f"not applicable: {', '.join(line.rule.words for line in moot)}{beyond})"
         )
+    if opened:
+        return f"conforms to the seed: yes (every rule an interposition library can hold passed{beyond})"
     return "conforms to the seed: yes (every rule passed)"
 
 
@@ -194,7 +205,7 @@ def _cut(text: str, width: int | None) -> str:
 
 
 def headline(result: VerdictFile, lines: list[RuleLine]) -> str:
-    counts = {s: sum(1 for line in lines if line.status == s) for s in (PASS, FAIL, NA, SKIP, INFO)}
+    counts = {s: sum(1 for line in lines if line.status == s) for s in (PASS, FAIL, OPEN, NA, SKIP, INFO)}
     facts = result.facts
     where = f"{facts.get('stack', '?')} stack on {facts.get('cluster', '?')} cluster"
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
@@ -234,7 +245,14 @@ def render_lines(result: VerdictFile, width: int | None = 100, full_list: str = 
     lines = build_summary(result)
     words_width = max(len(line.rule.words) for line in lines)
     out = [(headline(result, lines), "bold")]
-    for line in (line for line in lines if not _no_check_ran(line)):
+    shown = [line for line in lines if not _no_check_ran(line)]
+    # The seed's rules for a cooperative workload first, then one per attack class.
+    shown.sort(key=lambda line: line.rule.area == "hostile")
+    hostile_heading = False
+    for line in shown:
+        if line.rule.area == "hostile" and not hostile_heading:
+            hostile_heading = True
+            out.append(("      a hostile workload, one rule per attack class (docs/threat-model.md):", "bold"))
         ran = f" ({line.checks} checks)" if line.checks > 1 else ""
         room = None if width is None else width - 6 - words_width - 2 - len(ran)
         out.append(

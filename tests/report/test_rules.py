@@ -42,7 +42,7 @@ def test_every_registry_entry_names_a_check_that_exists():
 
 def test_the_registry_is_consistent():
     assert validate() == []
-    assert set(AREAS) == {"seed", "grid", "restrictions", "isolation", "lifecycle", "limitation"}
+    assert set(AREAS) == {"seed", "grid", "restrictions", "isolation", "lifecycle", "limitation", "hostile"}
     assert CHECKS["test_seed_job_gets_4gib_on_each_of_2_cards"].severity == "blocker", "the seed check is the blocker"
 
 
@@ -57,7 +57,7 @@ def test_validate_names_a_bad_entry():
     finally:
         rules_module.CHECKS = original
     assert (
-        "check test_x: area 'nowhere' is not one of seed, grid, restrictions, isolation, lifecycle, limitation"
+        "check test_x: area 'nowhere' is not one of seed, grid, restrictions, isolation, lifecycle, limitation, hostile"
         in problems
     )
     assert "check test_x: unknown rule 'no_such_rule'" in problems
