@@ -317,7 +317,7 @@ _RULES = (
         "GPU memory isolation",
         "hostile",
         "critical",
-        ("namespaces_past_share", "pod_posture"),
+        ("namespaces_past_share",),
     ),
     Rule(
         "beyond_interposition",

@@ -19,7 +19,11 @@
 #include <pthread.h>
 
 #ifndef SHIM_CONTEXT_CHARGE_MIB
-#define SHIM_CONTEXT_CHARGE_MIB 304
+#ifdef SHIM_HAMI_LIKE
+#define SHIM_CONTEXT_CHARGE_MIB 300 /* HAMi-core's figure */
+#else
+#define SHIM_CONTEXT_CHARGE_MIB 304 /* what the mock driver's context takes (CONTEXT_RESERVE_BYTES) */
+#endif
 #endif
 #define CONTEXT_CHARGE_BYTES ((uint64_t)SHIM_CONTEXT_CHARGE_MIB << 20)
 

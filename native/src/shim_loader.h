@@ -10,7 +10,7 @@ HIDDEN void *shim_libc_function(const char *name);
 /* Resolve the C library's dlvsym, dlopen and dlmopen (once). */
 HIDDEN void shim_loader_resolve(void);
 /* The shim's own dlsym/dlvsym/dlopen/dlmopen for a lookup of one of those names (and
- * the __libc_ aliases) while limits are in force; NULL otherwise. */
+ * the __libc_ aliases); NULL otherwise, and always in the hami-like build. */
 HIDDEN void *shim_loader_symbol(const char *name);
 /* shim.c's dlsym hook: the shim's function for `name`, or NULL for the C library's. */
 HIDDEN void *gpushare_dlsym_hook(void *handle, const char *name);

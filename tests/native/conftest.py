@@ -33,6 +33,21 @@ gpus:
 
 PYTHON = sys.executable
 
+# What the shim charges to a card's share for each process holding a CUDA context on
+# that card (the first context of the process there; native/src/shim_ctx.c,
+# SHIM_CONTEXT_CHARGE_MIB).  A context takes card memory that no allocation call asks
+# for, so without the charge a container could pass its share by starting processes.
+# The figure is the mock driver's own reserve per context (CONTEXT_RESERVE_BYTES in
+# native/src/cuda_internal.h), about what the seed's page shows a context take (ACK:
+# "totalMemory: 4.21GiB freeMemory: 3.91GiB").  So a process holding a context can
+# allocate at most the share minus this, and cuMemGetInfo's free and nvidia-smi's used
+# count it once per process holding a context.  The reference shim refuses a context
+# the share cannot hold (CUDA_ERROR_OUT_OF_MEMORY); the hami-like build charges
+# HAMi-core's own figure, even past the share (test_hamilike_shim.HAMI_CONTEXT_MIB).
+# tests/gpu, which run on real drivers too, derive their figures from what cuMemGetInfo
+# reports instead.
+CONTEXT_MIB = 304
+
 
 @pytest.fixture(scope="session")
 def native_root() -> Path:

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, run, tool
+from conftest import CONTEXT_MIB, PYTHON, run, tool
 
 SHARE_MIB = 4096
-CONTEXT_MIB = 300
+# HAMi-core's charge for a context, which the hami-like build makes (native/src/shim_ctx.c
+# under SHIM_HAMI_LIKE); the reference shim charges conftest.CONTEXT_MIB instead.
+HAMI_CONTEXT_MIB = 300
 MIB = 1 << 20
 
 
@@ -65,7 +67,7 @@ def test_nvidia_smi_total_is_the_share(hami_env, native_root):
 
 def test_context_is_charged_to_the_share(hami_env, native_root):
     seen = probe_free_mib(hami_env, native_root)
-    assert seen == {0: (SHARE_MIB - CONTEXT_MIB, SHARE_MIB), 1: (SHARE_MIB - CONTEXT_MIB, SHARE_MIB)}
+    assert seen == {0: (SHARE_MIB - HAMI_CONTEXT_MIB, SHARE_MIB), 1: (SHARE_MIB - HAMI_CONTEXT_MIB, SHARE_MIB)}
 
 
 def test_the_share_plus_one_mib_is_refused(hami_env, native_root):
@@ -95,12 +97,12 @@ def test_each_process_pays_its_own_context_and_gives_it_back_at_exit(hami_env, n
     try:
         assert "allocated" in holder.stdout.readline()
         # The holder's 1000 MiB and its context, then this process's own context.
-        assert probe_free_mib(hami_env, native_root)[0] == (SHARE_MIB - 1000 - 2 * CONTEXT_MIB, SHARE_MIB)
-        assert probe_free_mib(hami_env, native_root)[1] == (SHARE_MIB - CONTEXT_MIB, SHARE_MIB)
+        assert probe_free_mib(hami_env, native_root)[0] == (SHARE_MIB - 1000 - 2 * HAMI_CONTEXT_MIB, SHARE_MIB)
+        assert probe_free_mib(hami_env, native_root)[1] == (SHARE_MIB - HAMI_CONTEXT_MIB, SHARE_MIB)
     finally:
         holder.kill()
         holder.wait()
-    assert probe_free_mib(hami_env, native_root)[0] == (SHARE_MIB - CONTEXT_MIB, SHARE_MIB)
+    assert probe_free_mib(hami_env, native_root)[0] == (SHARE_MIB - HAMI_CONTEXT_MIB, SHARE_MIB)
 
 
 CTX_CREATE = textwrap.dedent(
@@ -137,12 +139,15 @@ def test_created_contexts_are_charged_once_per_card_per_process(hami_env, native
     out = run([PYTHON, "-c", CTX_CREATE], hami_env)
     assert out.returncode == 0, out.stdout + out.stderr
     one, two, after, big = (int(v) for v in out.stdout.split())
-    assert (one, two, after) == (SHARE_MIB - CONTEXT_MIB,) * 3
+    assert (one, two, after) == (SHARE_MIB - HAMI_CONTEXT_MIB,) * 3
     assert big == 2  # CUDA_ERROR_OUT_OF_MEMORY
 
 
-def test_reference_shim_does_not_charge_contexts(seed_env, native_root):
-    """Control: the reference shim (GPUSHARE_MEMORY_LIMIT_<i>) leaves contexts out."""
+def test_reference_shim_charges_contexts_within_the_share(seed_env, native_root):
+    """Control: the reference shim (GPUSHARE_MEMORY_LIMIT_<i>) charges its own figure
+    for a context, and grants all it tells free: the share minus the context, to the MiB."""
     seen = probe_free_mib(seed_env, native_root)
-    assert seen[0] == (SHARE_MIB, SHARE_MIB)
-    assert alloc(seed_env, native_root, 4032).returncode == 0
+    assert seen == {0: (SHARE_MIB - CONTEXT_MIB, SHARE_MIB), 1: (SHARE_MIB - CONTEXT_MIB, SHARE_MIB)}
+    assert alloc(seed_env, native_root, SHARE_MIB - CONTEXT_MIB).returncode == 0
+    out = alloc(seed_env, native_root, SHARE_MIB - CONTEXT_MIB + 1)
+    assert out.returncode == 2 and "CUDA_ERROR_OUT_OF_MEMORY" in out.stdout, out.stdout + out.stderr

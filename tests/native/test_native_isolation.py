@@ -7,7 +7,9 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, run, tool
+from conftest import CONTEXT_MIB, PYTHON, run, tool
+
+SHARE_MIB = 4096  # seed_env: 4 GiB on each card
 
 
 def hold(env, root, device: int, mib: int, seconds: int = 60) -> subprocess.Popen[str]:
@@ -40,9 +42,13 @@ def test_two_processes_cannot_together_exceed_the_share(seed_env, native_root):
     try:
         second = alloc(seed_env, native_root, 0, 1500)
         assert second.returncode == 2 and "CUDA_ERROR_OUT_OF_MEMORY" in second.stdout
-        fits = alloc(seed_env, native_root, 0, 1000)  # 3000 + 1000 <= 4096
+        # 3000 + the rest <= 4096, each of the two processes paying its context
+        rest = SHARE_MIB - 3000 - 2 * CONTEXT_MIB
+        fits = alloc(seed_env, native_root, 0, rest)
         assert fits.returncode == 0, fits.stdout
-        other_card = alloc(seed_env, native_root, 1, 4000)  # the share is per card
+        past = alloc(seed_env, native_root, 0, rest + 1)
+        assert past.returncode == 2 and "CUDA_ERROR_OUT_OF_MEMORY" in past.stdout, past.stdout
+        other_card = alloc(seed_env, native_root, 1, SHARE_MIB - CONTEXT_MIB)  # the share is per card
         assert other_card.returncode == 0, other_card.stdout
     finally:
         first.kill()
@@ -50,8 +56,8 @@ def test_two_processes_cannot_together_exceed_the_share(seed_env, native_root):
 
 
 def test_freed_memory_returns_to_the_share(seed_env, native_root):
-    for _ in range(3):
-        proc = alloc(seed_env, native_root, 0, 4000)
+    for _ in range(3):  # all this process may have beside its context, again and again
+        proc = alloc(seed_env, native_root, 0, SHARE_MIB - CONTEXT_MIB)
         assert proc.returncode == 0, proc.stdout
     many = run([tool(native_root, "gpushare-probe"), "--device", "0", "--alloc-mib", "1000", "--count", "5"], seed_env)
     assert many.returncode == 2 and "CUDA_ERROR_OUT_OF_MEMORY" in many.stdout

@@ -72,12 +72,15 @@ def render(tmp_path, native_root, driver: str, cuda: str, isolation: bool = True
         "  - name: Tesla V100-SXM2-16GB\n    memory_mib: 16160\n    pci_bus_id: 00000000:00:09.0\n"
         "  - name: NVIDIA A100-SXM4-40GB\n    memory_mib: 40536\n"
     )
+    # The mock's process table of its own: the node-wide one lists the processes other
+    # tests run on these physical cards meanwhile (pytest -n), which this node has not.
+    base = dict(os.environ, GPUSHARE_MOCK_STATE_DIR=str(tmp_path / "state"))
     env = sandbox_env(
         inv,
         [0, 1],
         4096,
         isolation=isolation,
-        base_env=os.environ,
+        base_env=base,
         usage_file=tmp_path / "usage",
         native_root=native_root,
     )

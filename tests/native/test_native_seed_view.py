@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import PYTHON, run, tool
+from conftest import CONTEXT_MIB, PYTHON, run, tool
 from gpushare_conformance.evidence.nvidia_smi import parse_nvidia_smi
 
 PYNVML_SCRIPT = r"""
@@ -33,6 +33,9 @@ print(json.dumps(out))
 
 GIB4 = 4096 << 20
 PHYS = 16160 << 20
+# What the probe is told is free on each card while it holds its context there, as TF
+# prints it (two decimals of GiB): (4096 - 304) MiB = 3.70 GiB.
+TF_FREE = f"{(4096 - CONTEXT_MIB) / 1024:.2f}GiB"
 
 
 def test_nvidia_smi_table_shows_two_cards_of_4096mib(seed_env, native_root):
@@ -82,12 +85,12 @@ def test_probe_prints_two_tf_blocks_of_4gib(seed_env, native_root):
     assert lines[1:4] == [
         "name: Tesla V100-SXM2-16GB major: 7 minor: 0 memoryClockRate(GHz): 1.53",
         "pciBusID: 0000:00:09.0",
-        "totalMemory: 4.00GiB freeMemory: 4.00GiB",
+        f"totalMemory: 4.00GiB freeMemory: {TF_FREE}",
     ]
     assert lines[5:8] == [
         "name: Tesla V100-SXM2-16GB major: 7 minor: 0 memoryClockRate(GHz): 1.53",
         "pciBusID: 0000:00:0a.0",
-        "totalMemory: 4.00GiB freeMemory: 4.00GiB",
+        f"totalMemory: 4.00GiB freeMemory: {TF_FREE}",
     ]
     assert len(re.findall(r"^totalMemory: 4\.00GiB ", proc.stderr, re.M)) == 2
 
@@ -115,7 +118,8 @@ def test_without_isolation_the_physical_card_shows(bare_env, native_root):
 
 
 def test_nvidia_smi_shows_usage_of_a_running_process(seed_env, native_root):
-    """While a probe holds 1000 MiB on card 0, nvidia-smi in the same container sees it."""
+    """While a probe holds 1000 MiB on card 0, nvidia-smi in the same container sees it
+    (and the context the probe holds there)."""
     import subprocess
 
     holder = subprocess.Popen(
@@ -134,9 +138,10 @@ def test_nvidia_smi_shows_usage_of_a_running_process(seed_env, native_root):
             ],
             seed_env,
         )
-        assert proc.stdout.splitlines() == ["1000, 3096, 4096", "0, 4096, 4096"]
+        used = 1000 + CONTEXT_MIB  # its allocation and its context
+        assert proc.stdout.splitlines() == [f"{used}, {4096 - used}, 4096", "0, 4096, 4096"]
         table = parse_nvidia_smi(run([tool(native_root, "nvidia-smi")], seed_env).stdout)
-        assert [g.memory_used_mib for g in table.gpus] == [1000, 0]
+        assert [g.memory_used_mib for g in table.gpus] == [used, 0]
     finally:
         holder.kill()
         holder.wait()

@@ -4,8 +4,9 @@ Each worker process (and each of its threads) allocates and frees random sizes t
 the shim as fast as it can.  Alongside, the workers keep a ground-truth total in a
 shared file under a lock: a block is added only after cuMemAlloc succeeded and taken
 off before cuMemFree, so the ground truth is never more than what the shim has
-reserved.  If the shim ever let the container over-commit, its peak would pass the
-share.
+reserved.  Each worker's primary context, which the shim charges to the share too
+(conftest.CONTEXT_MIB), is in the ground truth from its retain to its release.  If
+the shim ever let the container over-commit, its peak would pass the share.
 """
 
 from __future__ import annotations
@@ -15,30 +16,38 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, run, tool
+from conftest import CONTEXT_MIB, PYTHON, run, tool
 
-SHARE_MIB = 64
+ROOM_MIB = 64  # what the workers fight over, beside their contexts
 
 WORKER = r"""
-import ctypes, fcntl, mmap, random, struct, sys, threading
+import ctypes, fcntl, mmap, random, struct, sys, threading, time
 truth_path, threads, ops, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+processes, context = int(sys.argv[5]), int(sys.argv[6])
 cuda = ctypes.CDLL("libcuda.so.1")
 dev, ctx = ctypes.c_int(), ctypes.c_void_p()
 assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
 alloc, release = cuda.cuMemAlloc_v2, cuda.cuMemFree_v2
 alloc.argtypes, release.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t], [ctypes.c_uint64]
 f = open(truth_path, "r+b")
-m = mmap.mmap(f.fileno(), 16)
+m = mmap.mmap(f.fileno(), 24)  # current, peak, workers holding their context
 local = threading.Lock()  # flock does not exclude threads sharing the file
 
-def account(delta):
+def account(delta, ready=0):
     with local:
         fcntl.flock(f, fcntl.LOCK_EX)
-        cur, peak = struct.unpack_from("qq", m)
+        cur, peak, n = struct.unpack_from("qqq", m)
         cur += delta
-        struct.pack_into("qq", m, 0, cur, max(peak, cur))
+        struct.pack_into("qqq", m, 0, cur, max(peak, cur), n + ready)
         fcntl.flock(f, fcntl.LOCK_UN)
+
+# The context is charged at the retain: counted after it, as a block after its allocation.
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+account(context, ready=1)
+deadline = time.monotonic() + 60
+while struct.unpack_from("qqq", m)[2] < processes:  # every context in before the race
+    assert time.monotonic() < deadline, "the other workers never got their context"
+    time.sleep(0.005)
 
 counts = {"ok": 0, "oom": 0}
 errors = []
@@ -72,6 +81,9 @@ def work(k):
 ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
 for t in ts: t.start()
 for t in ts: t.join()
+account(-context)  # taken off before the release, as a block before its free
+if cuda.cuDevicePrimaryCtxRelease(dev) != 0:
+    errors.append("cuDevicePrimaryCtxRelease failed")
 print(counts["ok"], counts["oom"], ";".join(errors[:5]))
 """
 
@@ -85,14 +97,15 @@ print(counts["ok"], counts["oom"], ";".join(errors[:5]))
     ],
 )
 def test_racing_allocations_never_exceed_the_share(seed_env, native_root, tmp_path, visible, processes, threads):
-    env = dict(seed_env, GPUSHARE_MEMORY_LIMIT_0=f"{SHARE_MIB}MiB")
+    share_mib = ROOM_MIB + processes * CONTEXT_MIB
+    env = dict(seed_env, GPUSHARE_MEMORY_LIMIT_0=f"{share_mib}MiB")
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     truth = tmp_path / "truth"
-    truth.write_bytes(bytes(16))
+    truth.write_bytes(bytes(24))
     procs = [
         subprocess.Popen(
-            [PYTHON, "-c", WORKER, str(truth), str(threads), "1500", str(i)],
+            [PYTHON, "-c", WORKER, str(truth), str(threads), "1500", str(i), str(processes), str(CONTEXT_MIB << 20)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -107,9 +120,9 @@ def test_racing_allocations_never_exceed_the_share(seed_env, native_root, tmp_pa
         fields = out.split(" ", 2)
         assert fields[2].strip() == "", fields[2]
         ok, oom = ok + int(fields[0]), oom + int(fields[1])
-    current, peak = struct.unpack("qq", truth.read_bytes())
-    assert current == 0
-    assert peak <= SHARE_MIB << 20, f"the container held {peak} bytes at once, over its {SHARE_MIB} MiB share"
+    current, peak, ready = struct.unpack("qqq", truth.read_bytes())
+    assert current == 0 and ready == processes
+    assert peak <= share_mib << 20, f"the container held {peak} bytes at once, over its {share_mib} MiB share"
     assert ok > 100 and oom > 100, (ok, oom)  # the share was really fought over
     used = run([tool(native_root, "nvidia-smi"), "--query-gpu=memory.used", "--format=csv,noheader,nounits"], env)
     assert used.stdout.splitlines() == ["0", "0"], used.stdout + used.stderr

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run, tool
+from conftest import CONTEXT_MIB, run, tool
 from gpushare_conformance.sandbox import sandbox_env
 
 OOM = "CUDA_ERROR_OUT_OF_MEMORY"
 SHARE = 4096  # seed_env: 4 GiB on each card
+WHOLE = SHARE - CONTEXT_MIB  # all one process may allocate on a card beside its context
 
 
 def probe(root, *args: str) -> list[str]:
@@ -61,9 +62,9 @@ def test_the_shipped_shim_has_no_fault_switch(seed_env, native_root):
 
 
 def test_cycles_allocate_the_whole_share_again_and_again(seed_env, native_root):
-    done = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE - 64), "--cycles", "20"), seed_env)
+    done = run(probe(native_root, "--device", "0", "--alloc-mib", str(WHOLE), "--cycles", "20"), seed_env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "allocated and freed 1 x 4032 MiB on device 0 19 times" in done.stdout
+    assert f"allocated and freed 1 x {WHOLE} MiB on device 0 19 times" in done.stdout
 
 
 @pytest.mark.parametrize("cards", [[1, 2], [1]], ids=["two-cards", "one-card-fast-path"])
@@ -74,7 +75,7 @@ def test_leak_frees_fails_the_second_cycle_naming_it(seed_inventory, native_root
         ),
         "leak-frees",
     )
-    done = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE - 64), "--cycles", "20"), env)
+    done = run(probe(native_root, "--device", "0", "--alloc-mib", str(WHOLE), "--cycles", "20"), env)
     assert done.returncode == 2 and OOM in done.stdout and "cycle 2 of 20" in done.stdout, done.stdout
     assert "FAULT INJECTED: GPUSHARE_SHIM_FAULT=leak-frees" in done.stderr
 
@@ -96,7 +97,8 @@ def test_child_of_a_holder_sees_the_same_share_and_budget(seed_env, native_root)
     )
     assert raw.returncode == 0, raw.stdout + raw.stderr
     first = raw.stdout.splitlines()[1]  # after the holder's "allocated" line
-    assert f"total_bytes={SHARE << 20}" in first and f"free_bytes={(SHARE - held) << 20}" in first, raw.stdout
+    left = SHARE - held - 2 * CONTEXT_MIB  # the holder's context and the child's
+    assert f"total_bytes={SHARE << 20}" in first and f"free_bytes={left << 20}" in first, raw.stdout
     over = run(
         probe(
             native_root,
@@ -109,7 +111,7 @@ def test_child_of_a_holder_sees_the_same_share_and_budget(seed_env, native_root)
             "--device",
             "0",
             "--alloc-mib",
-            str(SHARE - held + 1),
+            str(left + 1),
         ),
         seed_env,
     )
@@ -117,7 +119,7 @@ def test_child_of_a_holder_sees_the_same_share_and_budget(seed_env, native_root)
 
 
 def test_per_process_budget_lets_a_second_process_past_the_container_share(seed_env, native_root):
-    ask = ["--device", "0", "--alloc-mib", str(SHARE - 3000 + 1)]
+    ask = ["--device", "0", "--alloc-mib", str(SHARE - 3000 - 2 * CONTEXT_MIB + 1)]  # each pays its context
     holder = hold(seed_env, native_root, 3000)
     try:
         assert run(probe(native_root, *ask), seed_env).returncode == 2
@@ -137,10 +139,10 @@ def test_per_process_budget_lets_a_second_process_past_the_container_share(seed_
 @pytest.mark.parametrize(("fault", "reclaimed"), [(None, True), ("no-reclaim", False)])
 def test_no_reclaim_keeps_a_sigkilled_holders_memory(seed_env, native_root, fault, reclaimed):
     env = faulty(seed_env, fault) if fault else seed_env
-    victim = hold(env, native_root, SHARE - 64)
+    victim = hold(env, native_root, WHOLE)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
-    after = run(probe(native_root, "--device", "0", "--alloc-mib", str(SHARE - 64)), env)
+    after = run(probe(native_root, "--device", "0", "--alloc-mib", str(WHOLE)), env)
     assert (after.returncode == 0) is reclaimed, after.stdout
 
 

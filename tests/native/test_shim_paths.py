@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import PYTHON, SEED_INVENTORY, run, tool
+from conftest import CONTEXT_MIB, PYTHON, SEED_INVENTORY, run, tool
 from gpushare_conformance import native
 from gpushare_conformance.sandbox import sandbox_env
 
@@ -28,6 +28,10 @@ ENTRY = {
     "vmm": "cuMemCreate",
 }
 MIB = 1 << 20
+SHARE_MIB = 4096  # seed_env: 4 GiB on each card
+# Four blocks of this fill all the probe may allocate beside its context, exactly.
+BLOCK_MIB = (SHARE_MIB - CONTEXT_MIB) // 4
+assert BLOCK_MIB * 4 == SHARE_MIB - CONTEXT_MIB and BLOCK_MIB % 2 == 0
 
 
 def probe(env, root, path: str, mib: int, count: int, hold: int = 0, **kw):
@@ -39,13 +43,13 @@ def probe(env, root, path: str, mib: int, count: int, hold: int = 0, **kw):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_share_holds_on_path(path, seed_env, bare_env, native_root):
-    fits = probe(seed_env, native_root, path, 1024, 4)  # exactly the 4 GiB share
+    fits = probe(seed_env, native_root, path, BLOCK_MIB, 4)  # exactly the 4 GiB share, with the context
     assert fits.returncode == 0, fits.stdout + fits.stderr
     assert f"via {ENTRY[path]}" in fits.stdout and "(free 0 of 4294967296 bytes)" in fits.stdout
-    over = probe(seed_env, native_root, path, 1024, 5)
+    over = probe(seed_env, native_root, path, BLOCK_MIB, 5)
     assert over.returncode == 2, over.stdout
     assert "CUDA_ERROR_OUT_OF_MEMORY" in over.stdout and f"--api {path}" in over.stdout
-    control = probe(bare_env, native_root, path, 1024, 5)  # without the shim the card has room
+    control = probe(bare_env, native_root, path, BLOCK_MIB, 5)  # without the shim the card has room
     assert control.returncode == 0, control.stdout + control.stderr
 
 
@@ -72,6 +76,7 @@ def resolve(name, base=None, version=12000):
 lib.cuInit(0)
 ctx = ctypes.c_void_p()
 assert lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and lib.cuCtxSetCurrent(ctx) == 0
+print(json.dumps({"context": "held"}), flush=True)  # charged to the share from here on
 class Loc(ctypes.Structure): _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
 class PoolProps(ctypes.Structure):
     _fields_ = [("allocType", ctypes.c_int), ("handleTypes", ctypes.c_int), ("location", Loc),
@@ -149,6 +154,9 @@ for line in sys.stdin:
 
 
 class Worker:
+    """A worker process; it is back once it holds its primary context (which the shim
+    charges to the share), so that every figure read after counts it."""
+
     def __init__(self, env: dict[str, str], script: Path):
         self.p = subprocess.Popen(
             [PYTHON, str(script)],
@@ -158,6 +166,11 @@ class Worker:
             stderr=subprocess.PIPE,
             text=True,
         )
+        line = self.p.stdout.readline()
+        if not line:
+            self.close()
+            raise AssertionError(f"worker died: {self.p.stderr.read()[-2000:]}")
+        assert json.loads(line) == {"context": "held"}, line
 
     def ask(self, *cmd) -> dict:
         self.p.stdin.write(json.dumps(cmd) + "\n")
@@ -186,7 +199,7 @@ def share_env(tmp: Path, mib: int, **extra) -> dict[str, str]:
 def test_entry_points_found_either_way_hold_the_share(path, resolve, native_root, tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    w = Worker(share_env(tmp_path, 64, RESOLVE=resolve), script)
+    w = Worker(share_env(tmp_path, 64 + CONTEXT_MIB, RESOLVE=resolve), script)  # 64 MiB beside the context
     try:
         assert w.ask("alloc", path, 48 * MIB)["rc"] == 0
         assert w.ask("alloc", path, 32 * MIB)["rc"] == 2, "past the share: CUDA_ERROR_OUT_OF_MEMORY"
@@ -201,21 +214,25 @@ def test_nvml_and_cuda_report_one_usage(path, native_root, tmp_path):
     script.write_text(WORKER)
     env = share_env(tmp_path, 1024)
     holder, reader = Worker(env, script), Worker(env, script)
+    contexts = 2 * CONTEXT_MIB * MIB  # each process holds its context
     try:
         assert holder.ask("alloc", path, 300 * MIB)["rc"] == 0
         for who in (holder, reader):  # the holder, and another process of the container
             u = who.ask("used")
             assert u["cuda_total"] == u["nvml_total"] == 1024 * MIB
-            assert u["cuda"] == u["nvml"] == 300 * MIB, u
+            assert u["cuda"] == u["nvml"] == 300 * MIB + contexts, u
         holder.ask("quit")
         u = reader.ask("used")
-        assert u["cuda"] == u["nvml"] == 0, u
+        assert u["cuda"] == u["nvml"] == contexts, u
+        holder.close()  # its context goes with it
+        u = reader.ask("used")
+        assert u["cuda"] == u["nvml"] == CONTEXT_MIB * MIB, u
     finally:
         holder.close()
         reader.close()
 
 
-LIMIT_MIB = 64
+LIMIT_MIB = 64  # what the two workers may allocate together, beside their two contexts
 op = st.one_of(
     st.tuples(st.just("alloc"), st.integers(0, 1), st.sampled_from(PATHS), st.integers(1, 16).map(lambda k: 2 * k)),
     st.tuples(st.just("free"), st.integers(0, 1), st.integers(0, 1000)),
@@ -228,7 +245,8 @@ def test_two_processes_on_random_paths_never_exceed_the_share(ops):
     with tempfile.TemporaryDirectory(prefix="gpushare-prop-") as tmp:
         script = Path(tmp) / "worker.py"
         script.write_text(WORKER)
-        env = share_env(Path(tmp), LIMIT_MIB)
+        contexts = 2 * CONTEXT_MIB * MIB
+        env = share_env(Path(tmp), LIMIT_MIB + 2 * CONTEXT_MIB)
         workers = [Worker(env, script), Worker(env, script)]
         live: list[dict[int, int]] = [{}, {}]
         try:
@@ -248,12 +266,16 @@ def test_two_processes_on_random_paths_never_exceed_the_share(ops):
                     assert workers[who].ask("free", key)["rc"] == 0
                     del live[who][key]
                 u = workers[who].ask("used")
-                assert u["cuda"] == u["nvml"] == sum(sum(d.values()) for d in live), (o, u)
+                assert u["cuda"] == u["nvml"] == contexts + sum(sum(d.values()) for d in live), (o, u)
             for w in workers:
                 w.ask("quit")
+            u = workers[0].ask("used")
+            assert u["cuda"] == u["nvml"] == contexts, u
+            for w in workers:
+                w.close()  # their contexts go with them
             workers.append(Worker(env, script))
             u = workers[-1].ask("used")
-            assert u["cuda"] == u["nvml"] == 0, u
+            assert u["cuda"] == u["nvml"] == CONTEXT_MIB * MIB, u  # its own context only
         finally:
             for w in workers:
                 w.close()
@@ -268,7 +290,7 @@ def test_paths_under_address_sanitizer(path, seed_inventory, tmp_path):
     )
     libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     env["LD_PRELOAD"] = ":".join(p for p in (libasan, env.get("LD_PRELOAD")) if p)
-    fits, over = probe(env, root, path, 1024, 4), probe(env, root, path, 1024, 5)
+    fits, over = probe(env, root, path, BLOCK_MIB, 4), probe(env, root, path, BLOCK_MIB, 5)
     assert fits.returncode == 0 and "Sanitizer" not in fits.stderr, fits.stderr[-3000:]
     assert over.returncode == 2 and "Sanitizer" not in over.stderr, over.stderr[-3000:]
 
@@ -278,7 +300,7 @@ import ctypes, json
 lib = ctypes.CDLL("libcuda.so.1")
 lib.cuInit(0)
 ctx = ctypes.c_void_p()
-lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0); lib.cuCtxSetCurrent(ctx)
+assert lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and lib.cuCtxSetCurrent(ctx) == 0
 S = ctypes.c_size_t
 class Desc3D(ctypes.Structure):
     _fields_ = [("Width", S), ("Height", S), ("Depth", S), ("Format", ctypes.c_int), ("NumChannels", ctypes.c_uint),
@@ -304,8 +326,9 @@ print(json.dumps(out))
 
 
 def test_cuda_arrays_hold_the_share(native_root, tmp_path):
-    proc = run([PYTHON, "-c", ARRAYS], share_env(tmp_path, 64))
+    proc = run([PYTHON, "-c", ARRAYS], share_env(tmp_path, 64 + CONTEXT_MIB))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["rc"] == [0, 0, 0, 0, 2], "four 16 MiB arrays fill a 64 MiB share, the fifth fails"
-    assert out["used"] == 64 * MIB and out["destroy"] == 0 and out["2d_fits"] == 0 and out["after"] == 64 * MIB
+    assert out["rc"] == [0, 0, 0, 0, 2], "four 16 MiB arrays fill the 64 MiB beside the context, the fifth fails"
+    full = (64 + CONTEXT_MIB) * MIB
+    assert out["used"] == full and out["destroy"] == 0 and out["2d_fits"] == 0 and out["after"] == full
