@@ -106,6 +106,8 @@ def test_reading_the_drivers_own_symbol_table(suite):
 def test_a_stream_of_another_card_is_charged_to_that_card(suite):
     pod, shown = _share_pod(suite, "stream-card", cards=2, total_gib=2 * SHARE_GIB)
     check = "stream_card_past_share"
+    if len(shown) < 2:
+        pytest.skip(suite.not_judged(check, f"a pod that asked 2 cards sees {len(shown)}: no other card's stream"))
     argv = _attack_argv("stream", "--device", "0", "--stream-device", "1", "--alloc-mib", "64")
     with allure.step(
         f"Card 1's share ({shown[1]} MiB) is filled; then, with card 0's context current, 64 MiB in stream order "

@@ -198,6 +198,9 @@ _ISOLATION_RULES = frozenset(
         "hostile_environment",
         "hostile_accounting",
         "hostile_descendants",
+        "hostile_loader",
+        "hostile_stream_card",
+        "hostile_processes",
     }
 )
 

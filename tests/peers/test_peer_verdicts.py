@@ -25,7 +25,7 @@ import re
 import pytest
 from judged_runs import assert_evidence_only, run_suite, table
 
-from gpushare_conformance.summary import FAIL, INFO, PASS, conformance_line
+from gpushare_conformance.summary import FAIL, INFO, NOT_RUN, OPEN, PASS, conformance_line
 
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
 
@@ -33,7 +33,13 @@ PHYSICAL_MIB = "16160"  # ci/local/inventory-default.yaml: V100-SXM2-16GB, as NV
 SINGLE_CARD_RULES = ("share_fits_card", "capacity_returned", "restarts_lose_nothing", "memory_comes_back")
 MULTI_CARD_RULES = ("multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards")
 ISOLATION_RULES = ("isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container")
-HOSTILE_RULES = ("hostile_environment", "hostile_accounting", "hostile_descendants")
+HOSTILE_RULES = (
+    "hostile_environment",
+    "hostile_accounting",
+    "hostile_descendants",
+    "hostile_loader",
+    "hostile_processes",
+)
 # What a refusal that did not happen shows: where the stack put the pod, never an exception.
 NO_EXCEPTION_TEXT = re.compile(r"WaitFailed|WaitTimeout|gave up|Error:")
 
@@ -67,6 +73,12 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert lines["card_count"].figure.startswith("1 card(s) visible, 2 expected"), lines["card_count"].figure
     assert lines["multi_gpu_share"].figure.startswith("1 card x ") and PHYSICAL_MIB in lines["multi_gpu_share"].figure
     assert lines["compute_shared"].status == INFO
+    # One card where two were asked: no other card's stream to try.
+    assert lines["hostile_stream_card"].status == NOT_RUN, lines["hostile_stream_card"].figure
+    # The node's posture holds (no user namespace), whatever the stack; the driver's own
+    # symbols are beyond any library, and open here.
+    assert lines["hostile_namespaces"].status == PASS, lines["hostile_namespaces"].figure
+    assert lines["beyond_interposition"].status == OPEN, lines["beyond_interposition"].figure
     # Found at its Service (12345, node port 32766), not at an address the profile assumed.
     bind = lines["hostile_extender"]
     assert bind.status == FAIL and not bind.known_gap, (bind.status, bind.figure)
@@ -96,7 +108,15 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     child, result = run_suite(cluster, tmp_path, "hami")
     lines = table(result)
     failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO)}
-    assert set(failed) == {"hostile_environment", "hostile_extender", "hostile_allocation"}, failed
+    hostile = {"hostile_environment", "hostile_extender", "hostile_allocation", "hostile_loader", "hostile_stream_card"}
+    assert set(failed) == hostile | {"hostile_processes", "beyond_interposition"}, failed
+    assert lines["beyond_interposition"].status == OPEN, failed
+    # HAMi-core holds dlsym only: each loader trick reaches the driver past it.
+    assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_loader"], failed
+    # It charges the current card, not the stream's.
+    assert "on a stream of card 1" in failed["hostile_stream_card"], failed
+    # It charges each process's context even past the share: 8 processes take the card past it.
+    assert re.search(r"\d+ MiB of card \d+ for a 1024 MiB share", failed["hostile_processes"]), failed
     assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_environment"], failed
     assert "CUDA_DEVICE_MEMORY_LIMIT_0" in failed["hostile_environment"], failed
     # Reached at its leader's Service (443, node port 31998) or its pod's port 80, at /bind.
@@ -110,7 +130,7 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     _not_quoting_exceptions(lines)
     assert_evidence_only(result)
     assert child.returncode == 1, child.stdout[-3000:]
-    assert "conforms to the seed: no (3 rules failed)" in child.stdout
+    assert "conforms to the seed: no (6 rules failed)" in child.stdout
     # Judged on what the pod was told: HAMi's library keeps about 300 MiB per process.
     told = [r for r in result.records if r.base_check == "share_usable"]
     assert told and all(r.passed for r in told), told
