@@ -31,6 +31,9 @@ EXACT_FIT_REFUSED = "exact-fit-refused"
 SMI_IGNORES_USAGE = "smi-ignores-usage"
 SHARED_ACCOUNTING = "shared-accounting"
 ORDINAL_CARDS = "ordinal-cards"
+LOADER_UNHELD = "loader-unheld"
+STREAM_CURRENT_CARD = "stream-current-card"
+CONTEXTS_UNCHARGED = "contexts-uncharged"
 TWINS_AT_ONCE = "twins-at-once"
 BLIND_TO_HEALTH = "blind-to-health"
 EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING, TWINS_AT_ONCE)
@@ -43,6 +46,9 @@ SHIM_FAULTS = (
     EXACT_FIT_REFUSED,
     SMI_IGNORES_USAGE,
     ORDINAL_CARDS,
+    LOADER_UNHELD,
+    STREAM_CURRENT_CARD,
+    CONTEXTS_UNCHARGED,
 )
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_FAULTS)
 # Faults of the DRA plugin (gpushare-dra-plugin): no-isolation as the device plugin's,
@@ -80,7 +86,9 @@ DEVICE_PLUGIN_HELP = (
     f"{EXACT_FIT_REFUSED} refuses an allocation that fills the share to the byte, "
     f"{SMI_IGNORES_USAGE} makes NVML (nvidia-smi) show the share free whatever the container "
     f"holds, {ORDINAL_CARDS} charges a process's CUDA device N to container card N whatever "
-    f"CUDA_VISIBLE_DEVICES says; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
+    f"CUDA_VISIBLE_DEVICES says, {LOADER_UNHELD} leaves RTLD_DEEPBIND and dlmopen to the loader, "
+    f"{STREAM_CURRENT_CARD} charges a stream-ordered allocation to the current card, not the stream's, "
+    f"{CONTEXTS_UNCHARGED} charges CUDA contexts nothing; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
     f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
     "falls off the bus stays Healthy and advertised (default: no fault)"
 )
@@ -151,7 +159,8 @@ def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareReques
 
 def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
     """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``,
-    ``unguarded-managed``, ``exact-fit-refused``, ``smi-ignores-usage``, ``ordinal-cards``): the container env with the fault build of the shim (the
+    ``unguarded-managed``, ``exact-fit-refused``, ``smi-ignores-usage``, ``ordinal-cards``, ``loader-unheld``,
+    ``stream-current-card``, ``contexts-uncharged``): the container env with the fault build of the shim (the
     shipped one has no fault switch) and ``GPUSHARE_SHIM_FAULT``, which it reads at start
     and announces on stderr as ``FAULT INJECTED``."""
     return {**env, contract.ENV_LD_PRELOAD: contract.SHIM_FAULTS_PATH, SHIM_FAULT_ENV: fault}

@@ -27,6 +27,9 @@ typedef enum {
 #define SHIM_FAULT_EXACT_FIT_REFUSED 16u /* an allocation that fills the share to the byte is refused */
 #define SHIM_FAULT_SMI_IGNORES_USAGE 32u /* NVML (nvidia-smi) shows the share free whatever is held */
 #define SHIM_FAULT_ORDINAL_CARDS 64u     /* a CUDA ordinal is charged as that container card (CUDA_VISIBLE_DEVICES ignored) */
+#define SHIM_FAULT_LOADER_UNHELD 128u    /* dlopen keeps RTLD_DEEPBIND, dlmopen opens new namespaces */
+#define SHIM_FAULT_STREAM_CURRENT_CARD 256u /* a stream-ordered allocation is charged to the current card */
+#define SHIM_FAULT_CONTEXTS_UNCHARGED 512u  /* CUDA contexts cost the share nothing */
 
 /* The limit of a card the configuration gives none once any limit is given: a share of
  * one byte, so every allocation on it fails (fail closed, never "unlimited"). */

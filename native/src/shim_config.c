@@ -101,6 +101,9 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                 {"exact-fit-refused", SHIM_FAULT_EXACT_FIT_REFUSED},
                 {"smi-ignores-usage", SHIM_FAULT_SMI_IGNORES_USAGE},
                 {"ordinal-cards", SHIM_FAULT_ORDINAL_CARDS},
+                {"loader-unheld", SHIM_FAULT_LOADER_UNHELD},
+                {"stream-current-card", SHIM_FAULT_STREAM_CURRENT_CARD},
+                {"contexts-uncharged", SHIM_FAULT_CONTEXTS_UNCHARGED},
             };
             const char *p = value;
             while (*p) {
@@ -110,7 +113,8 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                     if (strlen(known[k].name) == len && strncmp(p, known[k].name, len) == 0) bit = known[k].bit;
                 if (!bit) {
                     refuse(cfg, name, value, "expected per-process-budget, leak-frees, no-reclaim, unguarded-managed, exact-fit-refused, "
-                                            "smi-ignores-usage or ordinal-cards");
+                                            "smi-ignores-usage, ordinal-cards, loader-unheld, stream-current-card "
+                                            "or contexts-uncharged");
                     break;
                 }
                 cfg->fault |= bit;

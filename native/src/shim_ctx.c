@@ -36,6 +36,7 @@ static int g_ctx_created_card[256];
  * when the share cannot hold one more (the reference build; nothing is counted then). */
 static int context_ref(int card, int delta) {
     if (card < 0 || card >= SHIM_MAX_DEVICES) return 0;
+    if (UNLIKELY(shim_config()->fault & SHIM_FAULT_CONTEXTS_UNCHARGED)) return 0; /* fault: contexts cost nothing */
     uint64_t limit = shim_card_limit(card);
     pthread_mutex_lock(&g_ctx_lock);
     int before = g_ctx_refs[card];

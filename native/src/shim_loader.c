@@ -141,7 +141,10 @@ EARLY_SAFE void shim_loader_resolve(void) {
 /* The hami-like build holds dlsym() only, as HAMi-core does: the loader is the real one. */
 static int loader_held(void) { return 0; }
 #else
-static int loader_held(void) { return shim_config()->mode != SHIM_PASSTHROUGH; }
+static int loader_held(void) {
+    const shim_config_t *cfg = shim_config();
+    return cfg->mode != SHIM_PASSTHROUGH && !(cfg->fault & SHIM_FAULT_LOADER_UNHELD); /* fault: the loader is left alone */
+}
 #endif
 
 /* The flags dlopen() passes on. */

@@ -369,7 +369,9 @@ static inline __attribute__((always_inline)) CUresult alloc_in(CUmemoryPool pool
 static CUdevice device_of_stream(CUstream s) {
     CUdevice dev;
 #ifndef SHIM_HAMI_LIKE /* HAMi-core charges the current device whatever the stream */
-    if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+    /* fault stream-current-card: the current card is charged, as below */
+    if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
+        !(shim_config()->fault & SHIM_FAULT_STREAM_CURRENT_CARD)) {
         if (R.stream_device && R.stream_device(s, &dev) == CUDA_SUCCESS) return dev;
         CUcontext ctx, popped;
         if (!R.stream_ctx || !R.ctx_push || !R.ctx_pop || R.stream_ctx(s, &ctx) != CUDA_SUCCESS ||

@@ -45,6 +45,7 @@ BUDGET = "conformance/test_budget.py"
 BURST = "conformance/test_burst.py"
 SICK_CARD = "conformance/test_sick_card.py"
 MULTINODE = "conformance/test_multinode.py"
+HOSTILE = "conformance/test_hostile.py"
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,34 @@ CASES = [
         },
         # Processes that see both cards: CUDA's ordinals are the container's cards.
         control=f"{ISOLATION}::test_allocation_up_to_share_succeeds_and_past_share_fails_out_of_memory",
+    ),
+    Case(
+        faults.LOADER_UNHELD,
+        "gpushare-device-plugin",
+        {
+            # A library opened with RTLD_DEEPBIND reaches the driver's own cuMemAlloc_v2.
+            f"{HOSTILE}::test_a_loader_trick_lifts_no_share[deepbind]": r"loader_trick_past_share: 1025 MiB on a 1024 MiB share through a library opened with RTLD_DEEPBIND .*granted \(exit 0\)",
+        },
+        # The C library's dlsym fetched by version: still answered by the shim's.
+        control=f"{HOSTILE}::test_a_loader_trick_lifts_no_share[dlvsym]",
+    ),
+    Case(
+        faults.STREAM_CURRENT_CARD,
+        "gpushare-device-plugin",
+        {
+            # Charged to card 0, taken on card 1: past card 1's full share.
+            f"{HOSTILE}::test_a_stream_of_another_card_is_charged_to_that_card": r"stream_card_past_share: 64 MiB on a stream of card 1 while card 0 is current, .* granted \(exit 0\)",
+        },
+        control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[async]",
+    ),
+    Case(
+        faults.CONTEXTS_UNCHARGED,
+        "gpushare-device-plugin",
+        {
+            # Every process's context comes on top of the share.
+            f"{HOSTILE}::test_a_pods_processes_take_no_more_of_the_card_than_its_share": r"processes_within_share: 8 of 8 processes of the pod holding a context, .*: \d+ MiB of card \d+ for a 1024 MiB share",
+        },
+        control=f"{HOSTILE}::test_a_loader_trick_lifts_no_share[dlmopen]",
     ),
     Case(
         faults.SHARED_ACCOUNTING,
