@@ -2,7 +2,9 @@
  *
  *   gpushare-probe                 TF 1.x "Found device i with properties:" blocks (stderr,
  *                                  as TF logs), one per visible card
- *   gpushare-probe --raw           one machine-readable line per card (stdout)
+ *   gpushare-probe --raw           one machine-readable line per card (stdout); a card with no
+ *                                  room for this process's context reads free_bytes=0
+ *                                  context=CUDA_ERROR_OUT_OF_MEMORY
  *   gpushare-probe --device I --alloc-mib N [--count K] [--hold-seconds S] [--api PATH]
  *                                  allocate K x N MiB on card I through one allocation path
  *                                  (cuda_alloc_paths.c: alloc, pitch, managed, async, pool, vmm;
@@ -132,6 +134,7 @@ typedef struct {
     char name[256], bus[32];
     int major, minor, clock_khz;
     size_t free_b, total_b, device_total;
+    CUresult context_rc; /* why no context could be made on the card (0: it could) */
 } card_t;
 
 static CUresult describe(int ordinal, card_t *c) {
@@ -145,7 +148,10 @@ static CUresult describe(int ordinal, card_t *c) {
     if ((rc = cu.DeviceGetPCIBusId(c->bus, sizeof c->bus, dev)) != CUDA_SUCCESS) return rc;
     lowercase(c->bus); /* StreamExecutor lower-cases the bus id */
     if ((rc = cu.DeviceTotalMem(&c->device_total, dev)) != CUDA_SUCCESS) return rc;
-    if ((rc = cu.PrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) return rc;
+    if ((rc = cu.PrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS) {
+        c->context_rc = rc;
+        return rc;
+    }
     if ((rc = cu.CtxSetCurrent(ctx)) == CUDA_SUCCESS) rc = cu.MemGetInfo(&c->free_b, &c->total_b);
     cu.CtxSetCurrent(NULL);
     cu.PrimaryCtxRelease(dev);
@@ -163,6 +169,14 @@ static int show(int raw) {
         card_t c;
         memset(&c, 0, sizeof c);
         if ((rc = describe(i, &c)) != CUDA_SUCCESS) {
+            if (raw && c.context_rc == CUDA_ERROR_OUT_OF_MEMORY) {
+                /* A full card (or share) has no room for one more context: nothing is
+                 * free for a new process there. */
+                printf("device=%d name=\"%s\" pci_bus_id=%s cc=%d.%d total_bytes=%zu free_bytes=0 device_total_bytes=%zu "
+                       "context=%s\n",
+                       i, c.name, c.bus, c.major, c.minor, c.device_total, c.device_total, err_name(rc));
+                continue;
+            }
             fprintf(stderr, "gpushare-probe: device %d: %s\n", i, err_name(rc));
             return 1;
         }
