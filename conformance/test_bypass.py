@@ -20,7 +20,7 @@ import allure
 import pytest
 
 from gpushare_conformance import calibration, names
-from gpushare_conformance.allocation import card_totals_mib, check_card_total
+from gpushare_conformance.allocation import Verdict, card_totals_mib, check_card_total
 from gpushare_conformance.dra_request import CLAIM_REFERENCE
 from gpushare_conformance.fixtures.framework import dra, extender, podstate, submit
 from gpushare_conformance.fixtures.framework import verdicts as v
@@ -205,6 +205,13 @@ def _no_gpu_pod(suite, name: str, env: dict[str, str] | None = None) -> dict:
 ANSWERED = re.compile(r"^(\S+) (\d{3}) ", re.M)
 
 
+def refused_everywhere(output: str, urls: list[str]) -> bool:
+    """Whether every URL's line says its connection was refused (an address where nothing
+    listens for a pod), as POST_BIND and the extender checks print them."""
+    lines = {line.split(" ", 1)[0]: line for line in output.splitlines() if line.strip()}
+    return bool(urls) and all("Connection refused" in lines.get(url, "") for url in urls)
+
+
 def test_a_pod_cannot_bind_pods_through_the_extender(suite):
     profile = suite.profile
     if not profile.extender_selector:
@@ -241,6 +248,13 @@ def test_a_pod_cannot_bind_pods_through_the_extender(suite):
         time.sleep(2)  # a bind the extender accepted is on the pod by now
         bound_to = (suite.pod(victim).get("spec") or {}).get("nodeName")
     answered = ANSWERED.findall(sent.stdout)
+    if bound_to is None and not answered and refused_everywhere(sent.stdout, urls):
+        # Every address the API gives the extender refused the pod's connection: a pod
+        # cannot reach its verbs at all (the reference stack listens on the node's loopback).
+        suite.expect(
+            v.equal("victim_unbound", None, bound_to, f"every address of the extender refused the pod: {answer[-300:]}")
+        )
+        return
     if bound_to is None and not answered:
         # Nothing answered: the extender was never reached, so its refusal is unknown.
         pytest.skip(
@@ -378,3 +392,56 @@ def test_a_pod_asking_no_gpu_gets_no_card_by_naming_them_all(suite):
                 f"cards in a pod on {node} that asks no GPU and sets NVIDIA_VISIBLE_DEVICES=all ({smi}; {cuda})",
             )
         )
+
+
+# GETs each URL (plain HTTP and HTTPS, no client certificate, the server's certificate
+# not checked), one answer a line: the URL, the status or "unreachable", the body on
+# one line.
+GET_EACH = r"""
+import ssl, sys, urllib.error, urllib.request
+insecure = ssl.create_default_context()
+insecure.check_hostname = False
+insecure.verify_mode = ssl.CERT_NONE
+for url in sys.argv[1:]:
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=insecure) as reply:
+            print(url, reply.status, " ".join(reply.read(20000).decode(errors="replace").split()))
+    except urllib.error.HTTPError as exc:
+        print(url, exc.code, " ".join(exc.read(2000).decode(errors="replace").split()))
+    except Exception as exc:
+        print(url, "unreachable", repr(exc)[:300])
+"""
+
+
+def test_a_pod_cannot_read_other_pods_from_the_extender(suite):
+    """Which pods hold which cards is each tenant's own business: a pod asking no GPU
+    reads every address of the extender (its inspect path, and the usual others) and
+    must find no other pod named there."""
+    profile = suite.profile
+    check = "extender_names_no_pod"
+    if not profile.extender_selector:
+        suite.not_applicable(check, f"stack {profile.name} has no scheduler extender to read")
+        return
+    found = extender.extender_addresses(suite.kube, profile)
+    if not found:
+        pytest.skip(suite.not_judged(check, f"no running extender pod ({profile.extender_selector}) with an address"))
+    with allure.step(f"A pod holds a {SHARE_GIB} GiB share, so the extender has a pod to tell of"):
+        neighbour = suite.submit_share_pod("neighbour", SHARE_GIB, None)
+        suite.wait_running(neighbour)
+    paths = {p for p in (profile.inspect_path, "/inspect", "/", "/metrics") if p}
+    if profile.extender_prefix:
+        paths.add(f"{profile.extender_prefix.rstrip('/')}/inspect")
+    urls = sorted({url for path in paths for url, _ in extender.extender_urls(found, "", path.lstrip("/"))})
+    with allure.step(f"A pod asking no GPU reads {len(urls)} URLs of the extender"):
+        submit.create(suite.kube, suite.namespace, _no_gpu_pod(suite, "reader"))
+        suite.wait_running("reader")
+        read = suite.run_in_pod("reader", ["python3", "-c", GET_EACH, *urls], "GET the extender")
+        allure.attach(read.output, "answers", allure.attachment_type.TEXT)
+    answers = [line.split(" ", 2) for line in read.stdout.splitlines() if line.strip()]
+    leaks = [f"{a[0]} {a[1]}" for a in answers if len(a) == 3 and a[1].isdigit() and suite.namespace in a[2]]
+    codes = "; ".join(f"{a[0]} {a[1]}" for a in answers if len(a) >= 2 and a[1].isdigit())
+    if not codes and not refused_everywhere(read.stdout, urls):
+        pytest.skip(suite.not_judged(check, f"no address of the extender answered a pod: {read.output[-300:]}"))
+    said = codes or "every address refused the pod's connection"
+    detail = f"answers naming pod {suite.namespace}/{neighbour}: {', '.join(leaks) or 'none'} (of {said})"
+    suite.expect(Verdict(check, "no answer names another pod", f"{len(leaks)} naming it", not leaks, detail))

@@ -17,7 +17,7 @@ import allure
 import pytest
 
 from gpushare_conformance import names
-from gpushare_conformance.allocation import Verdict, card_totals_mib
+from gpushare_conformance.allocation import Verdict, card_totals_mib, check_card_total
 from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.isolation]
@@ -39,8 +39,13 @@ def _share_pod(suite, name: str, cards: int | None = None, total_gib: int = SHAR
     """A pod with ``total_gib`` over ``cards``, and its cards' totals as nvidia-smi shows them."""
     with allure.step(f"Run a pod with {total_gib} GiB over {cards or 1} card(s)"):
         pod = suite.submit_share_pod(name, total_gib, cards)
-        suite.wait_running(pod)
-    return pod, card_totals_mib(suite.nvidia_smi_exec(pod))
+        obj = suite.wait_running(pod)
+    shown = card_totals_mib(suite.nvidia_smi_exec(pod))
+    # The premise: the pod is shown its share, not the card (past a whole card, the
+    # card itself refuses, and a refusal would prove nothing of the isolation).
+    for visible, total in sorted(shown.items()):
+        suite.expect(check_card_total(total, total_gib // (cards or 1), suite.physical_mib(obj, visible)))
+    return pod, shown
 
 
 def _attack_argv(*args: str) -> list[str]:

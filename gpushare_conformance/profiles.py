@@ -201,6 +201,8 @@ _ISOLATION_RULES = frozenset(
         "hostile_loader",
         "hostile_stream_card",
         "hostile_processes",
+        "hostile_namespaces",
+        "beyond_interposition",
     }
 )
 

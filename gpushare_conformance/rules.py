@@ -275,6 +275,15 @@ _RULES = (
         ("victim_unbound",),
     ),
     Rule(
+        "hostile_extender_view",
+        "a pod cannot read other pods from the extender",
+        "How it works",
+        "Each card contributes",
+        "hostile",
+        "normal",
+        ("extender_names_no_pod",),
+    ),
+    Rule(
         "hostile_allocation",
         "a pod cannot take cards by writing an allocation",
         "How it works",
@@ -516,6 +525,9 @@ CHECKS: dict[str, Check] = {
     ),
     "test_a_pod_cannot_bind_pods_through_the_extender": Check(
         "A pod posting a bind to the extender binds nothing", "hostile", ("hostile_extender",), "critical"
+    ),
+    "test_a_pod_cannot_read_other_pods_from_the_extender": Check(
+        "A pod reading the extender finds no other pod named", "hostile", ("hostile_extender_view",), "normal"
     ),
     "test_a_pod_created_with_another_pods_allocation_gets_no_card": Check(
         "A pod created with another pod's allocation gets no card", "hostile", ("hostile_allocation",), "critical"

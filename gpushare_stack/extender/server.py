@@ -3,7 +3,7 @@
 POST {prefix}/filter      ExtenderArgs -> ExtenderFilterResult
 POST {prefix}/prioritize  ExtenderArgs -> HostPriorityList
 POST {prefix}/bind        ExtenderBindingArgs -> ExtenderBindingResult
-GET  {prefix}/inspect[/<node>], GET /healthz
+GET  {prefix}/inspect[/<node>] (trusted clients only), GET /healthz
 
 Only the scheduler may call the verbs. With ``tls`` (the deployed extender), the
 server speaks HTTPS and a POST is served only on a connection whose client sent a
@@ -400,6 +400,13 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             synced = self.server.state.synced.is_set()
             self._send(200 if synced else 503, {"synced": synced})
+        elif path.startswith(f"{prefix}/inspect") and not getattr(self.server.state.flavor, "serves_inspect", True):
+            self._send(404, {"error": f"gpushare: no such path {self.path!r}"})
+        elif path.startswith(f"{prefix}/inspect") and not self.server.trusts(self.client_address[0]):
+            # Which pods hold which cards is every tenant's business but not every pod's.
+            self._send(
+                403, {"error": f"gpushare: inspect is served to trusted clients only, not {self.client_address[0]}"}
+            )
         elif path == f"{prefix}/inspect":
             self._send(200, self.server.state.inspect())
         elif path.startswith(f"{prefix}/inspect/"):

@@ -288,6 +288,7 @@ class HamiLikeExtender(ReferenceExtender):
     unit = "MiB"
     default_prefix = EXTENDER_PREFIX
     fast_node_view = False
+    serves_inspect = False  # HAMi's scheduler serves no view of its allocations
 
     def serving_line(self, address: str, port: int, prefix: str, how: str, policy: str) -> str:
         return f"listen on {address}:{port}"  # HAMi's scheduler's words

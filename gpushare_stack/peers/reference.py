@@ -50,6 +50,7 @@ class ReferenceExtender:
     # Whether the server may read node objects with its fast msgspec view (the card
     # annotation and capacity of this flavor); other flavors get their node_source.
     fast_node_view = True
+    serves_inspect = True  # GET {prefix}/inspect, to trusted clients
 
     def is_share_pod(self, pod: Mapping[str, Any]) -> bool:
         return request.is_share_pod(pod)

@@ -25,7 +25,7 @@ import re
 import pytest
 from judged_runs import assert_evidence_only, run_suite, table
 
-from gpushare_conformance.summary import FAIL, INFO, NOT_RUN, OPEN, PASS, conformance_line
+from gpushare_conformance.summary import FAIL, INFO, OPEN, PASS, conformance_line
 
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
 
@@ -33,12 +33,16 @@ PHYSICAL_MIB = "16160"  # ci/local/inventory-default.yaml: V100-SXM2-16GB, as NV
 SINGLE_CARD_RULES = ("share_fits_card", "capacity_returned", "restarts_lose_nothing", "memory_comes_back")
 MULTI_CARD_RULES = ("multi_gpu_share", "card_count", "integer_share", "same_node", "distinct_cards")
 ISOLATION_RULES = ("isolation_smi", "isolation_log", "alloc_past_share_refused", "one_budget_per_container")
+# Without a share to lift, every hostile class stops at its premise: the pod is shown the card.
 HOSTILE_RULES = (
     "hostile_environment",
     "hostile_accounting",
     "hostile_descendants",
     "hostile_loader",
     "hostile_processes",
+    "hostile_stream_card",
+    "hostile_namespaces",
+    "beyond_interposition",
 )
 # What a refusal that did not happen shows: where the stack put the pod, never an exception.
 NO_EXCEPTION_TEXT = re.compile(r"WaitFailed|WaitTimeout|gave up|Error:")
@@ -73,12 +77,6 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert lines["card_count"].figure.startswith("1 card(s) visible, 2 expected"), lines["card_count"].figure
     assert lines["multi_gpu_share"].figure.startswith("1 card x ") and PHYSICAL_MIB in lines["multi_gpu_share"].figure
     assert lines["compute_shared"].status == INFO
-    # One card where two were asked: no other card's stream to try.
-    assert lines["hostile_stream_card"].status == NOT_RUN, lines["hostile_stream_card"].figure
-    # The node's posture holds (no user namespace), whatever the stack; the driver's own
-    # symbols are beyond any library, and open here.
-    assert lines["hostile_namespaces"].status == PASS, lines["hostile_namespaces"].figure
-    assert lines["beyond_interposition"].status == OPEN, lines["beyond_interposition"].figure
     # Found at its Service (12345, node port 32766), not at an address the profile assumed.
     bind = lines["hostile_extender"]
     assert bind.status == FAIL and not bind.known_gap, (bind.status, bind.figure)
