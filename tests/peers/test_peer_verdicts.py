@@ -81,6 +81,10 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     bind = lines["hostile_extender"]
     assert bind.status == FAIL and not bind.known_gap, (bind.status, bind.figure)
     assert re.search(r"answers: http://\S+:(12345|32766)/gpushare-scheduler/bind 200", bind.figure), bind.figure
+    # Its inspect answers anyone who reaches it, naming every GPU pod and its cards.
+    view = lines["hostile_extender_view"]
+    assert view.status == FAIL and not view.known_gap, (view.status, view.figure)
+    assert re.search(r"/gpushare-scheduler/inspect 200", view.figure), view.figure
     # Decided by a card turning sick, on the mock node under the existing provider.
     sick = lines["node_advertises"]
     assert sick.status == FAIL and not sick.known_gap and "advertised by" in sick.figure, (sick.status, sick.figure)
