@@ -4,9 +4,11 @@ mounted by Allocate (docs/threat-model.md).
 The shim takes its limits from ``/etc/gpushare/limits`` and is loaded through
 ``/etc/ld.so.preload``, both mounted read-only: a workload that unsets or raises its
 environment variables changes nothing. Its processes share one accounting file,
-``/run/gpushare/usage``, made here with the shim's header (``USAGE_VERSION_PREPARED``,
-native/src/shim.h) and bind-mounted, so the workload can neither unlink it nor empty it
-unnoticed: the shim refuses allocations on a file without that header. The directories
+``/run/gpushare/usage``, made here and bind-mounted, so the workload can neither remove
+nor replace it (the shim opens no other, and refuses allocations without it). The
+accounting is not the file's bytes but the kernel's byte-range locks on it (the ledger,
+native/src/shim.h): only the process holding a lock can give it back, so writing the
+file, which every process of the container can, changes nothing. The directories
 live under ``--containers-dir`` on the node (``<pod uid>-<container index>``) and go
 once their pod is gone.
 """
@@ -16,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -25,14 +26,12 @@ from gpushare_stack.deviceplugin.environment import HostMount
 
 log = logging.getLogger(__name__)
 
-# The accounting file's layout (usage_file_t, native/src/shim.h): the header the shim
-# takes for one the plugin made, and the file's size. tests/native checks the shim
-# accepts exactly this.
-USAGE_MAGIC = 0x47505553
-USAGE_VERSION_PREPARED = 2 | 0x80000000
-USAGE_SLOTS = 256
-USAGE_DEVICES = 64
-USAGE_FILE_SIZE = 64 + 64 * 64 + 256 * 1088
+# What the accounting file holds: words for a person who finds it. The shim never reads
+# them (its accounting is the locks on the file), so they may be overwritten at will.
+USAGE_FILE_TEXT = (
+    "gpushare ledger: each process of this container holds byte-range locks on this file, "
+    "one per 64 KiB of device memory it uses; these bytes are not read.\n"
+)
 
 
 class ContainerFilesError(RuntimeError):
@@ -40,9 +39,8 @@ class ContainerFilesError(RuntimeError):
 
 
 def prepared_usage_file() -> bytes:
-    """A fresh accounting file: the header, then zeros (the first shim makes its lock)."""
-    header = struct.pack("<IIII", USAGE_MAGIC, USAGE_VERSION_PREPARED, USAGE_SLOTS, USAGE_DEVICES)
-    return header + bytes(USAGE_FILE_SIZE - len(header))
+    """A fresh accounting file (what it holds matters to no one: see USAGE_FILE_TEXT)."""
+    return USAGE_FILE_TEXT.encode()
 
 
 def _write(path: Path, text: str, mode: int) -> None:
@@ -82,9 +80,7 @@ def write_container_files(root: str, uid: str, container_index: int, env: Mappin
     usage = directory / "usage"
     if not usage.exists():  # a container restarted keeps its processes' accounting
         # 0666: the container's processes, whatever their user; no other container sees it.
-        _write(usage, "", 0o666)
-        with open(usage, "r+b") as f:
-            f.write(prepared_usage_file())
+        _write(usage, USAGE_FILE_TEXT, 0o666)
     return [
         HostMount(contract.CONTAINER_LIMITS_FILE, str(directory / "limits"), True),
         HostMount(contract.CONTAINER_PRELOAD_FILE, str(directory / "ld.so.preload"), True),

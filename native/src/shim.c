@@ -608,7 +608,7 @@ static void share_view(size_t *free_b, size_t *total_b) {
     uint64_t limit = limit_of(card);
     if (!limit) return;
     uint64_t used = usage_of(card);
-    uint64_t share_free = used < limit ? limit - used : 0;
+    uint64_t share_free = used < ledger_share(limit) ? ledger_share(limit) - used : 0;
     if (*total_b > limit) *total_b = (size_t)limit;
     if (*free_b > share_free) *free_b = (size_t)share_free;
 }
@@ -645,19 +645,15 @@ EXPORT CUresult cuMemGetInfo(unsigned int *free_b, unsigned int *total_b) {
         return forward_call;                      \
     } while (0)
 
-/* The single-card fast path: once the process has its slot in the usage file and is
- * known to see one CUDA device, a cuMemAlloc_v2 reserves with the counters' addresses
- * worked out in advance (no driver query, no lookups).  ready = 0 sends every call
- * down the general path (before setup, after fork until the child is set up again,
- * and at exit). */
+/* The single-card fast path: once the process has opened the ledger and is known to
+ * see one CUDA device, a cuMemAlloc_v2 charges the card with no driver query and no
+ * lookups.  ready = 0 sends every call down the general path (before setup, after
+ * fork until the child is set up again, and at exit). */
 static struct {
     int ready;
     int card;
     uint64_t limit;            /* the card's limit, at most PACK_MAX_BYTES */
-    uint64_t *total;           /* &reserved[card] in the usage file */
-    uint64_t *mine_reserved;   /* this process's slot */
-    uint64_t *mine_released;
-    uint64_t *others_released; /* &g_usage_others_released[card] */
+    usage_own_t *own;          /* &g_usage_own[card] */
     int managed_held;          /* 0 under the fault unguarded-managed */
     CUresult (*real_free)(CUdeviceptr);
 } g_fast;
@@ -665,31 +661,27 @@ static struct {
 static __attribute__((noinline)) void fast_path_setup(void) {
     if (UNLIKELY(g_usage_leak_frees)) return; /* fault leak-frees: every free goes through usage_release */
     int card = __atomic_load_n(&g_only_card, __ATOMIC_RELAXED);
-    usage_slot_t *me = g_usage_me;
-    if (card < 0 || !me || !g_limit[card] || !g_real_cuda[H_cuMemAlloc_v2] || !g_real_cuda[H_cuMemFree_v2]) return;
+    if (card < 0 || !g_usage_ready || !g_limit[card] || !g_real_cuda[H_cuMemAlloc_v2] || !g_real_cuda[H_cuMemFree_v2]) return;
     g_fast.real_free = (CUresult(*)(CUdeviceptr))g_real_cuda[H_cuMemFree_v2];
     g_fast.card = card;
     g_fast.limit = g_limit[card] < PACK_MAX_BYTES ? g_limit[card] : PACK_MAX_BYTES;
-    g_fast.total = &g_usage_file->reserved[card].bytes;
-    g_fast.mine_reserved = &me->reserved[card];
-    g_fast.mine_released = &me->released[card];
-    g_fast.others_released = &g_usage_others_released[card];
+    g_fast.own = &g_usage_own[card];
     g_fast.managed_held = !(shim_config()->fault & SHIM_FAULT_UNGUARDED_MANAGED);
     __atomic_store_n(&g_fast.ready, 1, __ATOMIC_RELEASE);
 }
 
-/* Reserve 1..limit bytes on the fast path's card: the same check as usage_reserve. */
+/* Reserve 1..limit bytes on the fast path's card: 1 when charged. */
 static inline int fast_reserve(uint64_t bytes) {
-    uint64_t limit = g_fast.limit, *total = g_fast.total;
-    if (UNLIKELY(bytes - 1 >= limit)) return 0; /* 0 bytes, or more than the limit */
-    uint64_t released = LOAD(g_fast.others_released) + LOAD(g_fast.mine_released);
-    uint64_t cur = LOAD(total);
-    while (cur - released <= limit - bytes)
-        if (__atomic_compare_exchange_n(total, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            usage_own_add(g_fast.mine_reserved, bytes);
+    if (UNLIKELY(bytes - 1 >= g_fast.limit)) return 0; /* 0 bytes, or more than the limit */
+    usage_own_t *o = g_fast.own;
+    if (LIKELY(__libc_single_threaded)) {
+        uint64_t u = o->used + bytes;
+        if (LIKELY(u <= o->leased)) {
+            o->used = u;
             return 1;
         }
-    return 0;
+    }
+    return usage_reserve(g_fast.card, bytes, g_fast.limit) == 0;
 }
 
 static __attribute__((noinline)) CUresult alloc_v2_general(CUdeviceptr *dptr, size_t bytesize) {
@@ -882,7 +874,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
         table_remove(e);
         CUresult rc = g_fast.real_free(dptr);
         if (LIKELY(rc == CUDA_SUCCESS)) {
-            usage_own_add(g_fast.mine_released, packed >> PACK_CARD_BITS);
+            usage_release_one_thread(g_fast.own, packed >> PACK_CARD_BITS);
             return rc;
         }
         return free_refused(dptr, packed, rc);

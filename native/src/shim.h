@@ -58,114 +58,125 @@ HIDDEN void shim_report_broken(void);
 
 /* ---- container-wide usage accounting (shim_usage.c) ----------------------------------
  *
- * The usage file is shared by every process of a container.  All counters are
- * monotonic byte counts modulo 2^64, so that the hot path needs no lock:
+ * The ledger is the usage file, but not its bytes: it is the kernel's table of
+ * open-file-description (OFD) byte-range locks on it.  Card d's share is the range of
+ * offsets [d * LEDGER_CARD_STRIDE, + limit / LEDGER_UNIT): each offset is one unit of
+ * LEDGER_UNIT bytes, and a process holds a unit by holding a write lock on its offset.
+ * So:
  *
- *   reserved[d]            every reservation ever made on card d (atomic CAS; the only
- *                          word processes contend on)
- *   slot[s].reserved[d]    what process s reserved, slot[s].released[d] what it gave
- *                          back: written only by process s (plain stores)
+ *   - no two processes can hold the same unit (write locks are exclusive), and a
+ *     process can only ever lock units inside the range: the share cannot be
+ *     over-committed, whatever the processes race;
+ *   - only the process that holds a lock can give it back, and the kernel gives back
+ *     every lock of a process that dies (SIGKILL included) or execs: nothing the
+ *     container can write (the file's bytes, a pid, a counter) changes what another
+ *     process holds, and no dead process's memory stays counted;
+ *   - a process counts the units the others hold with F_OFD_GETLK (its own locks never
+ *     show there), which needs no pid and works across PID namespaces.
  *
- *   usage[d] = reserved[d] - sum over slots of slot[s].released[d]
- *
- * A dead process's slot is reclaimed (under the robust mutex, which also guards slot
- * ownership) by setting released := reserved, an idempotent store that never lowers
- * a counter.  Because no released counter ever decreases, any sum of them read at
- * any time is a lower bound of the current one: a reservation checks against a
- * cached sum of the other processes' released counters (plus its own, read live),
- * which can only overstate the usage, and rereads the sum only when the check fails.
- * The compare-and-swap on reserved[d] is the single point that orders racing
- * reservations, so they never together exceed the limit.  A process killed in the
- * few instructions between that compare-and-swap and the store to its own reserved
- * counter leaves those bytes counted for good: the safe direction (never an
- * over-commit).  The counters wrap modulo 2^64, which is harmless unless the other
- * processes release 16 EiB between two rereads of their sum. */
+ * Units a process holds past the share sit above the range (the overflow, from
+ * LEDGER_OVERFLOW): memory a driver handed out before it could be charged.  Within
+ * the process, used[d] counts the bytes charged and leased[d] the bytes of the units
+ * it holds in the range; an allocation that fits in leased is charged with no system
+ * call (the fast path).  Units no longer needed are unlocked at once, but for at most
+ * LEDGER_KEEP (and 1/64 of the share), kept for the next allocation, so that an
+ * allocate/free loop makes no system call: the other processes see what this one
+ * holds, rounded up to a unit, plus at most that (2 MiB, a driver's own page). */
 
-#define USAGE_MAGIC 0x47505553u /* "GPUS" */
-#define USAGE_VERSION 2u
-#define USAGE_SLOTS 256
-/* A header the device plugin wrote (magic, this version with the top bit set, slots,
- * devices, then zeros; gpushare_stack/deviceplugin/container_files.py): the first shim
- * process initializes the lock and stores USAGE_VERSION. */
-#define USAGE_VERSION_PREPARED (USAGE_VERSION | 0x80000000u)
+#define LEDGER_UNIT_SHIFT 16
+#define LEDGER_UNIT ((uint64_t)1 << LEDGER_UNIT_SHIFT) /* 64 KiB */
+#define LEDGER_CARD_STRIDE ((uint64_t)1 << 40)          /* offsets per card */
+#define LEDGER_OVERFLOW ((uint64_t)1 << 39)             /* overflow units start here, per card */
+#define LEDGER_KEEP ((uint64_t)2 << 20)                 /* kept past a free, at most */
 
 typedef struct {
-    int32_t pid; /* 0 = free */
-    uint32_t unused;
-    uint64_t start_time;                /* /proc/<pid>/stat field 22: tells a reused pid apart */
-    uint64_t reserved[SHIM_MAX_DEVICES]; /* written by the owner only */
-    uint64_t released[SHIM_MAX_DEVICES]; /* written by the owner, or set to reserved on reclaim */
-} __attribute__((aligned(64))) usage_slot_t;
+    uint64_t used;   /* bytes this process charged on the card */
+    uint64_t leased; /* bytes of the units this process holds locked in the card's range */
+    uint64_t over;   /* bytes of the units it holds past the share (overflow) */
+    uint64_t keep_max; /* kept past a free, at most: LEDGER_KEEP, 1/64 of the share (whole units) */
+    char pad[32];    /* one cache line per card */
+} usage_own_t;
 
-typedef struct {
-    uint64_t bytes;
-    char pad[56]; /* one cache line per card: cards do not contend with each other */
-} usage_counter_t;
-
-typedef struct {
-    uint32_t magic, version, slots, devices;
-    pthread_mutex_t lock; /* robust, process-shared: slot ownership and reclaim */
-    usage_counter_t reserved[SHIM_MAX_DEVICES] __attribute__((aligned(64)));
-    usage_slot_t slot[USAGE_SLOTS];
-} usage_file_t;
-
-/* This process's view; g_usage_me is NULL until attached (and again after fork). */
-HIDDEN extern usage_file_t *g_usage_file;
-HIDDEN extern usage_slot_t *g_usage_me;
-/* Cached lower bound of the sum of the other slots' released[d]. */
-HIDDEN extern uint64_t g_usage_others_released[SHIM_MAX_DEVICES];
+/* This process's charges; g_usage_ready is 0 until the ledger is open (and after fork). */
+HIDDEN extern usage_own_t g_usage_own[SHIM_MAX_DEVICES];
+HIDDEN extern int g_usage_ready;
 /* Fault leak-frees is on (set when the process attaches). */
 HIDDEN extern int g_usage_leak_frees;
 
-/* Slow paths: attach, reread the others' sum, reclaim dead processes. */
+/* Slow paths: open the ledger, lock more units, unlock what is no longer needed. */
 HIDDEN int usage_reserve_slow(int dev, uint64_t bytes, uint64_t limit);
+HIDDEN void usage_shrink(int dev, uint64_t keep);
 /* Bytes in use on container card dev by all live processes of the container. */
 HIDDEN uint64_t usage_of(int dev);
+/* Count bytes the driver has already handed out beyond a reservation. */
+HIDDEN void usage_force_reserve(int dev, uint64_t bytes);
 HIDDEN void usage_forget_process(void); /* after fork, in the child */
 HIDDEN void usage_exit(void);
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-/* Add to one of this process's own counters.  Only this process writes them; while it
- * has a single thread a plain load and store suffice (nobody else can be inside the
- * shim), otherwise the threads need an atomic add. */
-static inline void usage_own_add(uint64_t *counter, uint64_t v) {
-    if (LIKELY(__libc_single_threaded))
-        __atomic_store_n(counter, LOAD(counter) + v, __ATOMIC_RELAXED);
-    else
-        __atomic_fetch_add(counter, v, __ATOMIC_RELAXED);
-}
+static inline uint64_t ledger_round_up(uint64_t bytes) { return (bytes + LEDGER_UNIT - 1) & ~(LEDGER_UNIT - 1); }
+
+/* What of a limit the ledger can grant: whole units. */
+static inline uint64_t ledger_share(uint64_t limit) { return limit & ~(LEDGER_UNIT - 1); }
 
 /* Reserve bytes (<= limit) on container card dev: 0 on success, -1 when the limit
- * would be exceeded (after reclaiming dead processes), -2 when accounting is unusable. */
+ * would be exceeded, -2 when accounting is unusable.  Within the units this process
+ * holds already: no system call.  With threads, a shrink may lower leased between the
+ * check and the add: the add is made first and leased read again after it (both
+ * sequentially consistent; usage_shrink does the reverse), so one of them backs off. */
 static inline int usage_reserve(int dev, uint64_t bytes, uint64_t limit) {
-    usage_slot_t *me = g_usage_me;
-    if (LIKELY(me != NULL && bytes <= limit)) {
-        uint64_t *total = &g_usage_file->reserved[dev].bytes;
-        uint64_t released = LOAD(&g_usage_others_released[dev]) + LOAD(&me->released[dev]);
-        uint64_t cur = LOAD(total);
-        while (cur - released <= limit - bytes) { /* usage (an upper bound) + bytes <= limit */
-            if (__atomic_compare_exchange_n(total, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-                usage_own_add(&me->reserved[dev], bytes);
+    if (LIKELY(g_usage_ready && bytes <= limit)) {
+        usage_own_t *o = &g_usage_own[dev];
+        if (LIKELY(__libc_single_threaded)) {
+            uint64_t u = o->used + bytes;
+            if (LIKELY(u <= o->leased)) {
+                o->used = u;
                 return 0;
+            }
+        } else {
+            uint64_t u = __atomic_load_n(&o->used, __ATOMIC_SEQ_CST);
+            while (u + bytes <= __atomic_load_n(&o->leased, __ATOMIC_SEQ_CST)) {
+                if (__atomic_compare_exchange_n(&o->used, &u, u + bytes, 1, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+                    if (u + bytes <= __atomic_load_n(&o->leased, __ATOMIC_SEQ_CST)) return 0;
+                    __atomic_fetch_sub(&o->used, bytes, __ATOMIC_SEQ_CST); /* lost to a shrink */
+                    break;
+                }
             }
         }
     }
     return usage_reserve_slow(dev, bytes, limit);
 }
 
-/* Count bytes the driver has already handed out beyond a reservation. */
-static inline void usage_force_reserve(int dev, uint64_t bytes) {
-    usage_slot_t *me = g_usage_me;
-    if (!me) return;
-    __atomic_fetch_add(&g_usage_file->reserved[dev].bytes, bytes, __ATOMIC_RELAXED);
-    usage_own_add(&me->reserved[dev], bytes);
+/* Give back bytes reserved by this process on card dev; units no longer needed are
+ * unlocked at once (the slow path), so the other processes can have them, but for
+ * keep (at most keep_max) kept for the next allocation. */
+static inline void usage_release_keeping(int dev, uint64_t bytes, uint64_t keep) {
+    if (!g_usage_ready || UNLIKELY(g_usage_leak_frees)) return;
+    usage_own_t *o = &g_usage_own[dev];
+    uint64_t u;
+    if (LIKELY(__libc_single_threaded)) {
+        u = o->used >= bytes ? o->used - bytes : 0;
+        o->used = u;
+    } else {
+        u = __atomic_sub_fetch(&o->used, bytes, __ATOMIC_SEQ_CST);
+    }
+    if (ledger_round_up(u) + keep < LOAD(&o->leased) + LOAD(&o->over)) usage_shrink(dev, keep);
 }
 
-/* Give back bytes reserved by this process on card dev. */
+/* A free of an allocation: a page kept for the next one. */
 static inline void usage_release(int dev, uint64_t bytes) {
-    usage_slot_t *me = g_usage_me;
-    if (me && LIKELY(!g_usage_leak_frees)) usage_own_add(&me->released[dev], bytes);
+    usage_release_keeping(dev, bytes, g_usage_own[dev].keep_max);
+}
+
+/* What a pool let go, or a context: it keeps its own slack, if any. */
+static inline void usage_give_back(int dev, uint64_t bytes) { usage_release_keeping(dev, bytes, 0); }
+
+/* usage_release for the single-card fast path: one thread, the ledger open, no fault. */
+static inline void usage_release_one_thread(usage_own_t *o, uint64_t bytes) {
+    uint64_t u = o->used - bytes;
+    o->used = u;
+    if (UNLIKELY(ledger_round_up(u) + o->keep_max < o->leased + o->over)) usage_shrink((int)(o - g_usage_own), o->keep_max);
 }
 
 #endif

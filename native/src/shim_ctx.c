@@ -58,7 +58,7 @@ static int context_ref(int card, int delta) {
         return -1;
 #endif
     } else if (before > 0 && after == 0) {
-        usage_release(card, CONTEXT_CHARGE_BYTES);
+        usage_give_back(card, CONTEXT_CHARGE_BYTES);
     }
     return 0;
 }

@@ -171,7 +171,7 @@ static int settle(pool_t *e) {
     if (now > e->held) {
         usage_force_reserve(e->card, now - e->held); /* the driver has it already */
     } else if (now < e->held) {
-        usage_release(e->card, e->held - now);
+        usage_give_back(e->card, e->held - now);
         gave = 1;
     }
     e->held = e->known = now;
@@ -317,7 +317,7 @@ static inline CUresult settle_after(pool_t *e, uint64_t now, uint64_t bytes, CUr
     if (UNLIKELY(now > e->held)) return grew(e, now, rc, dptr, s, undo);
     uint64_t keep = LIKELY(rc == CUDA_SUCCESS) ? sat_add(now, bytes < e->slack ? bytes : e->slack) : now;
     if (UNLIKELY(e->held > keep)) {
-        usage_release(e->card, e->held - keep);
+        usage_give_back(e->card, e->held - keep);
         e->held = keep;
     }
     e->known = now;
@@ -439,7 +439,7 @@ static __attribute__((noinline)) CUresult free_tracked(CUdeviceptr dptr, CUstrea
     uint64_t bytes;
     if (!shim_untrack(dptr, &card, &bytes)) return real(dptr, s);
     CUresult rc = real(dptr, s);
-    if (rc == CUDA_SUCCESS) usage_release(card, bytes);
+    if (rc == CUDA_SUCCESS) usage_give_back(card, bytes);
     else shim_track(dptr, card, bytes);
     return rc;
 }
@@ -494,7 +494,7 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
         for (int d = 0; d < SHIM_MAX_DEVICES; d++) __atomic_store_n(&g_current[d], NULL, __ATOMIC_RELEASE);
     if (rc == CUDA_SUCCESS && e) {
         if (!ok) used = e->held;
-        if (e->held > used && e->card >= 0) usage_release(e->card, e->held - used);
+        if (e->held > used && e->card >= 0) usage_give_back(e->card, e->held - used);
         e->held = e->known = used;
         if (used == 0) drop(e);
         else e->pool = NULL; /* keeps its charge; settle() cannot query it any more */

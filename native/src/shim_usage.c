@@ -1,29 +1,42 @@
-/* Container-wide accounting of device memory in GPUSHARE_USAGE_FILE (layout and the
- * lock-free scheme: shim.h).  This file holds the slow paths: mapping the file,
- * taking a slot for this process, rereading the other processes' released counters,
- * and reclaiming the slots of processes that died (SIGKILL leaves a slot behind; the
- * next process that needs room, or reads the usage, finds the pid dead and gives its
- * memory back). */
+/* Container-wide accounting of device memory: the ledger of byte-range locks on
+ * GPUSHARE_USAGE_FILE (the scheme and why it holds: shim.h).  This file holds the slow
+ * paths: opening the ledger, locking and unlocking units, counting the units the other
+ * processes hold.  The fast paths (a charge within the units this process holds) are
+ * the inline functions in shim.h. */
 #include "shim.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
-usage_file_t *g_usage_file;
-usage_slot_t *g_usage_me;
-uint64_t g_usage_others_released[SHIM_MAX_DEVICES];
+usage_own_t g_usage_own[SHIM_MAX_DEVICES];
+int g_usage_ready;
 int g_usage_leak_frees;
 
-static pid_t g_pid; /* the pid that owns g_usage_me */
-static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_open_failed;
+/* The units this process holds on one card: sorted, disjoint, merged [start, end) in
+ * ledger offsets (in the card's range, then its overflow). */
+typedef struct {
+    uint64_t start, end;
+} span_t;
+
+typedef struct {
+    span_t *spans;
+    size_t count, room;
+} held_t;
+
+static held_t g_held[SHIM_MAX_DEVICES];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* every slow path */
+static int g_fd = -1;
+static dev_t g_dev;
+static ino_t g_ino;
+static int g_failed; /* the ledger cannot be used: every reservation is refused */
 
 static void warn(const char *what) {
     char line[700];
@@ -32,58 +45,6 @@ static void warn(const char *what) {
     if (n > 0) {
         ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;
-    }
-}
-
-/* Start time of pid in clock ticks since boot, 0 if the process does not exist. */
-static uint64_t start_time_of(pid_t pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* comm may hold spaces */
-    if (!p) return 0;
-    unsigned long long st = 0;
-    /* after ") ": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-     * utime stime cutime cstime priority nice threads itrealvalue starttime(22) */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &st) != 1)
-        return 0;
-    return st;
-}
-
-static int slot_is_dead(const usage_slot_t *s) {
-    if (s->pid <= 0) return 0;
-    if (UNLIKELY(shim_config()->fault & SHIM_FAULT_NO_RECLAIM)) return 0; /* fault: the dead keep their memory */
-    if (kill(s->pid, 0) != 0 && errno == ESRCH) return 1;
-    uint64_t st = start_time_of(s->pid);
-    return st != 0 && s->start_time != 0 && st != s->start_time; /* pid reused */
-}
-
-/* No lock state needs repair when a holder dies: every step of a reclaim is an
- * idempotent store (see clear_slot), so the next holder just carries on. */
-static void lock_file(void) {
-    if (pthread_mutex_lock(&g_usage_file->lock) == EOWNERDEAD) pthread_mutex_consistent(&g_usage_file->lock);
-}
-
-static void unlock_file(void) { pthread_mutex_unlock(&g_usage_file->lock); }
-
-/* Give back everything slot s holds (caller holds the lock): released := reserved
- * never lowers a counter, and repeating it changes nothing. */
-static void clear_slot(usage_slot_t *s) {
-    for (int d = 0; d < SHIM_MAX_DEVICES; d++) __atomic_store_n(&s->released[d], LOAD(&s->reserved[d]), __ATOMIC_RELEASE);
-    s->start_time = 0;
-    __atomic_store_n(&s->pid, 0, __ATOMIC_RELEASE);
-}
-
-/* Give back the memory of dead processes; caller holds the lock. */
-static void reclaim_dead(void) {
-    for (int i = 0; i < USAGE_SLOTS; i++) {
-        usage_slot_t *s = &g_usage_file->slot[i];
-        if (s != g_usage_me && slot_is_dead(s)) clear_slot(s);
     }
 }
 
@@ -103,186 +64,343 @@ static void announce_fault(unsigned fault) {
     }
 }
 
-static int open_file(void) {
+/* Fault no-reclaim: a child that holds this process's open file description, and so
+ * its locks, for KEEPER_SECONDS after the process dies.  Made with a bare clone (no
+ * fork handlers run) and closing every other descriptor, so it holds no pipe or
+ * terminal open. */
+#define KEEPER_SECONDS 120
+static void start_keeper(int fd) {
+    long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+    if (pid != 0) return;
+    if (fd > 0) syscall(SYS_close_range, 0U, (unsigned)fd - 1, 0U);
+    syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0U);
+    struct timespec left = {KEEPER_SECONDS, 0};
+    while (syscall(SYS_nanosleep, &left, &left) != 0) continue;
+    syscall(SYS_exit_group, 0);
+}
+
+/* Open the ledger (caller holds g_lock); -1 if unusable. */
+static int open_ledger(void) {
     const char *path = shim_config()->usage_file;
     unsigned fault = shim_config()->fault;
     char own[600];
     if (UNLIKELY(fault)) {
         announce_fault(fault);
         g_usage_leak_frees = (fault & SHIM_FAULT_LEAK_FREES) != 0;
-        if (fault & SHIM_FAULT_PER_PROCESS_BUDGET) { /* fault: a usage file of this process's own */
+        if (fault & SHIM_FAULT_PER_PROCESS_BUDGET) { /* fault: a ledger of this process's own */
             snprintf(own, sizeof own, "%s.%d", path, (int)getpid());
             path = own;
         }
     }
-    /* With the limits file, the device plugin made the usage file (a header marked
-     * USAGE_VERSION_PREPARED, bind-mounted so it cannot be unlinked): a missing, empty or
-     * zeroed one is tampering, never a reason to start counting afresh. */
+    /* With the limits file, the device plugin made the file (bind-mounted, so it cannot
+     * be removed or replaced from the container): a missing one is tampering, never a
+     * reason to start a ledger afresh. */
     int prepared = shim_config()->from_file && path != own;
-    /* Never through a link (a workload could point it at any file), only a regular file,
-     * and readable by the container's processes alone. */
+    /* Never through a link (a workload could point it at any file), only a regular file. */
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (prepared ? 0 : O_CREAT), 0600);
     if (fd < 0) { warn("cannot open"); return -1; }
-    if (flock(fd, LOCK_EX) != 0) { warn("cannot lock"); close(fd); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0) { warn("cannot stat"); close(fd); return -1; }
     if (!S_ISREG(st.st_mode)) { errno = EINVAL; warn("not a regular file"); close(fd); return -1; }
-    int fresh = 0; /* this process made the file: only then may it write a new header */
-    if ((size_t)st.st_size < sizeof(usage_file_t)) {
-        if (st.st_size != 0 || prepared) { errno = EPROTO; warn("truncated (not written by this shim)"); close(fd); return -1; }
-        if (ftruncate(fd, (off_t)sizeof(usage_file_t)) != 0) { warn("cannot size"); close(fd); return -1; }
-        fresh = 1;
-    }
-    usage_file_t *f = mmap(NULL, sizeof(usage_file_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (f == MAP_FAILED) { warn("cannot map"); close(fd); return -1; }
-    if (f->magic != USAGE_MAGIC && !fresh) {
-        /* A full-size file without the header: overwritten by someone (zeroing it would
-         * forget what live processes hold), so no allocation is believed safe. */
-        errno = EPROTO;
-        warn("header overwritten; refusing allocations (fail closed)");
-        munmap(f, sizeof *f);
+    /* Away from the low numbers a program reuses after closing its own files. */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    if (high >= 0) {
         close(fd);
-        return -1;
+        fd = high;
     }
-    if (f->magic == USAGE_MAGIC && f->version == USAGE_VERSION_PREPARED && f->slots == USAGE_SLOTS &&
-        f->devices == SHIM_MAX_DEVICES) {
-        /* The plugin's header: the first process makes the lock, under the flock. */
-        pthread_mutexattr_t a;
-        pthread_mutexattr_init(&a);
-        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        pthread_mutex_init(&f->lock, &a);
-        pthread_mutexattr_destroy(&a);
-        __atomic_store_n(&f->version, USAGE_VERSION, __ATOMIC_RELEASE);
-    } else if (f->magic != USAGE_MAGIC) {
-        pthread_mutexattr_t a;
-        pthread_mutexattr_init(&a);
-        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-        memset(f, 0, sizeof *f);
-        pthread_mutex_init(&f->lock, &a);
-        pthread_mutexattr_destroy(&a);
-        f->version = USAGE_VERSION;
-        f->slots = USAGE_SLOTS;
-        f->devices = SHIM_MAX_DEVICES;
-        __atomic_store_n(&f->magic, USAGE_MAGIC, __ATOMIC_RELEASE);
-    } else if (f->version != USAGE_VERSION || f->slots != USAGE_SLOTS || f->devices != SHIM_MAX_DEVICES) {
-        errno = EPROTO;
-        warn("written by an incompatible shim version");
-        munmap(f, sizeof *f);
-        close(fd);
-        return -1;
+    g_fd = fd;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        uint64_t keep = ledger_share(shim_config()->limit[d] / 64);
+        g_usage_own[d].keep_max = keep < LEDGER_KEEP ? keep : LEDGER_KEEP;
     }
-    flock(fd, LOCK_UN);
-    close(fd);
-    g_usage_file = f;
+    g_dev = st.st_dev;
+    g_ino = st.st_ino;
+    if (UNLIKELY(fault & SHIM_FAULT_NO_RECLAIM)) start_keeper(fd);
     return 0;
 }
 
-/* Sum of the other slots' released[dev]: a lower bound of its current value.  What is
- * read is checked (the file is writable by the container's processes): a slot's
- * released is believed only up to its reserved (read after it, so an honest slot always
- * passes), so a forged counter cannot make room beyond the share. */
-static uint64_t others_released(int dev) {
-    uint64_t sum = 0;
-    for (int i = 0; i < USAGE_SLOTS; i++) {
-        usage_slot_t *s = &g_usage_file->slot[i];
-        if (s == g_usage_me) continue;
-        uint64_t released = __atomic_load_n(&s->released[dev], __ATOMIC_ACQUIRE);
-        uint64_t reserved = __atomic_load_n(&s->reserved[dev], __ATOMIC_ACQUIRE);
-        sum += reserved - released > (UINT64_MAX >> 1) ? reserved : released;
-    }
-    return sum;
-}
-
-static void refresh_others(int dev) { __atomic_store_n(&g_usage_others_released[dev], others_released(dev), __ATOMIC_RELAXED); }
-
-/* Map the file and take a slot for this process (idempotent); -1 if unusable. */
+/* Open the ledger once per process (idempotent); -1 if unusable. */
 static int attach(void) {
-    if (__atomic_load_n(&g_usage_me, __ATOMIC_ACQUIRE)) return 0;
-    pid_t pid = getpid();
-    pthread_mutex_lock(&g_open_lock);
-    int rc = 0;
-    if (!g_usage_file && !g_open_failed && open_file() != 0) g_open_failed = 1;
-    if (!g_usage_file) {
-        rc = -1;
-    } else if (!g_usage_me) {
-        uint64_t start = start_time_of(pid);
-        lock_file();
-        usage_slot_t *free_slot = NULL;
-        for (int i = 0; i < USAGE_SLOTS; i++) {
-            usage_slot_t *s = &g_usage_file->slot[i];
-            if (s->pid == pid || slot_is_dead(s)) clear_slot(s); /* same pid: left before an exec */
-            if (s->pid == 0 && !free_slot) free_slot = s;
-        }
-        if (free_slot) {
-            /* The slot's counters carry on from their values: reserved == released. */
-            free_slot->start_time = start;
-            __atomic_store_n(&free_slot->pid, pid, __ATOMIC_RELEASE);
-            g_pid = pid;
-            for (int d = 0; d < SHIM_MAX_DEVICES; d++) g_usage_others_released[d] = 0;
-            __atomic_store_n(&g_usage_me, free_slot, __ATOMIC_RELEASE);
-        } else {
-            rc = -1;
-        }
-        unlock_file();
-        if (rc != 0) {
-            errno = ENOSPC;
-            warn("no free process slot");
-        }
+    if (LIKELY(__atomic_load_n(&g_usage_ready, __ATOMIC_ACQUIRE))) return 0;
+    pthread_mutex_lock(&g_lock);
+    if (!g_usage_ready && !g_failed) {
+        if (open_ledger() == 0)
+            __atomic_store_n(&g_usage_ready, 1, __ATOMIC_RELEASE);
+        else
+            g_failed = 1;
     }
-    pthread_mutex_unlock(&g_open_lock);
+    int rc = g_usage_ready ? 0 : -1;
+    pthread_mutex_unlock(&g_lock);
     return rc;
 }
 
-/* One compare-and-swap attempt loop against the cached lower bound of released. */
-static int try_reserve(int dev, uint64_t bytes, uint64_t limit) {
-    uint64_t *total = &g_usage_file->reserved[dev].bytes;
-    uint64_t released = LOAD(&g_usage_others_released[dev]) + LOAD(&g_usage_me->released[dev]);
-    uint64_t cur = LOAD(total);
-    while (cur - released <= limit - bytes)
-        if (__atomic_compare_exchange_n(total, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            usage_own_add(&g_usage_me->reserved[dev], bytes);
-            return 0;
+/* The ledger's descriptor is still the file opened (caller holds g_lock).  A process
+ * that closed it has lost its locks: nothing it holds is counted any more, so no
+ * further allocation is believed safe (fail closed). */
+static int ledger_intact(void) {
+    struct stat st;
+    if (g_fd >= 0 && fstat(g_fd, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino) return 1;
+    if (!g_failed) {
+        errno = EBADF;
+        warn("the ledger's descriptor was closed; refusing allocations (fail closed)");
+    }
+    g_failed = 1;
+    __atomic_store_n(&g_usage_ready, 0, __ATOMIC_RELEASE);
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) { /* nothing is charged within locks that are gone */
+        __atomic_store_n(&g_usage_own[d].leased, 0, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&g_usage_own[d].over, 0, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+}
+
+static int set_lock(short type, uint64_t start, uint64_t len) {
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)start, .l_len = (off_t)len};
+    return fcntl(g_fd, F_OFD_SETLK, &fl);
+}
+
+/* A lock another open file description holds on [start, start + len): 1 and its range,
+ * 0 if none, -1 on error. */
+static int other_lock(uint64_t start, uint64_t len, uint64_t *cs, uint64_t *ce) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)start, .l_len = (off_t)len};
+    if (fcntl(g_fd, F_OFD_GETLK, &fl) != 0) return -1;
+    if (fl.l_type == F_UNLCK) return 0;
+    *cs = (uint64_t)fl.l_start;
+    *ce = fl.l_len ? (uint64_t)fl.l_start + (uint64_t)fl.l_len : UINT64_MAX;
+    return 1;
+}
+
+/* Units the other processes hold in [lo, hi).  Their locks never overlap (write locks),
+ * and F_OFD_GETLK answers one of them at a time, not necessarily the first: each answer
+ * splits what is left in two. */
+static uint64_t others_units(uint64_t lo, uint64_t hi) {
+    span_t stack_room[64], *todo = stack_room;
+    size_t n = 0, room = 64;
+    uint64_t units = 0;
+    todo[n++] = (span_t){lo, hi};
+    while (n) {
+        span_t s = todo[--n];
+        uint64_t cs, ce;
+        if (other_lock(s.start, s.end - s.start, &cs, &ce) != 1) continue;
+        uint64_t a = cs > s.start ? cs : s.start, b = ce < s.end ? ce : s.end;
+        if (b > a) units += b - a;
+        if (n + 2 > room) {
+            span_t *bigger = malloc(2 * room * sizeof *bigger);
+            if (!bigger) break; /* an undercount only makes a process told too much free */
+            memcpy(bigger, todo, n * sizeof *todo);
+            if (todo != stack_room) free(todo);
+            todo = bigger;
+            room *= 2;
         }
-    return -1;
+        if (cs > s.start) todo[n++] = (span_t){s.start, cs};
+        if (ce < s.end) todo[n++] = (span_t){ce, s.end};
+    }
+    if (todo != stack_room) free(todo);
+    return units;
+}
+
+static void held_add(held_t *h, uint64_t start, uint64_t end) {
+    size_t i = 0;
+    while (i < h->count && h->spans[i].end < start) i++;
+    if (i < h->count && h->spans[i].start <= end) { /* touches spans[i] (never overlaps) */
+        if (start < h->spans[i].start) h->spans[i].start = start;
+        if (end > h->spans[i].end) h->spans[i].end = end;
+        if (i + 1 < h->count && h->spans[i + 1].start == h->spans[i].end) {
+            h->spans[i].end = h->spans[i + 1].end;
+            memmove(&h->spans[i + 1], &h->spans[i + 2], (h->count - i - 2) * sizeof *h->spans);
+            h->count--;
+        }
+        return;
+    }
+    if (h->count == h->room) {
+        size_t room = h->room ? 2 * h->room : 16;
+        span_t *s = realloc(h->spans, room * sizeof *s);
+        if (!s) { /* forget nothing: give the lock back instead */
+            set_lock(F_UNLCK, start, end - start);
+            return;
+        }
+        h->spans = s;
+        h->room = room;
+    }
+    memmove(&h->spans[i + 1], &h->spans[i], (h->count - i) * sizeof *h->spans);
+    h->spans[i] = (span_t){start, end};
+    h->count++;
+}
+
+/* Lock up to want free units in [lo, hi), skipping this process's own (they do not
+ * conflict with it, so locking over them would count them twice).  Returns the number
+ * locked (each recorded in h at once). */
+static uint64_t take(held_t *h, uint64_t lo, uint64_t hi, uint64_t want) {
+    uint64_t got = 0, pos = lo;
+    while (got < want && pos < hi) {
+        size_t i = 0;
+        while (i < h->count && h->spans[i].end <= pos) i++;
+        if (i < h->count && h->spans[i].start <= pos) {
+            pos = h->spans[i].end;
+            continue;
+        }
+        uint64_t stop = i < h->count && h->spans[i].start < hi ? h->spans[i].start : hi;
+        uint64_t len = want - got < stop - pos ? want - got : stop - pos;
+        for (;;) {
+            if (set_lock(F_WRLCK, pos, len) == 0) {
+                held_add(h, pos, pos + len);
+                got += len;
+                pos += len;
+                break;
+            }
+            uint64_t cs, ce;
+            int seen = (errno == EAGAIN || errno == EACCES) ? other_lock(pos, len, &cs, &ce) : -1;
+            if (seen < 0) return got;
+            if (seen == 0) continue; /* given back meanwhile: try again */
+            if (cs > pos) {
+                len = cs - pos; /* the free units before it */
+                continue;
+            }
+            pos = ce;
+            break;
+        }
+    }
+    return got;
+}
+
+/* Unlock the n highest units this process holds in [lo, hi). */
+static void give_top(held_t *h, uint64_t lo, uint64_t hi, uint64_t n) {
+    for (size_t i = h->count; n && i-- > 0;) {
+        span_t *s = &h->spans[i];
+        if (s->start >= hi || s->end <= lo) continue;
+        uint64_t k = s->end - s->start < n ? s->end - s->start : n;
+        set_lock(F_UNLCK, s->end - k, k);
+        s->end -= k;
+        n -= k;
+        if (s->end == s->start) {
+            memmove(s, s + 1, (h->count - i - 1) * sizeof *s);
+            h->count--;
+        }
+    }
+}
+
+static uint64_t card_base(int dev) { return (uint64_t)dev * LEDGER_CARD_STRIDE; }
+
+/* Unlock what this process holds beyond its charges, past the share first (caller
+ * holds g_lock).  Lowering leased races with a fast-path charge on another thread:
+ * leased is lowered first and used read after it (the charge does the reverse), and
+ * the shrink gives up if a charge got in. */
+static void shrink_locked(int dev, uint64_t keep) {
+    usage_own_t *o = &g_usage_own[dev];
+    uint64_t target = ledger_round_up(__atomic_load_n(&o->used, __ATOMIC_SEQ_CST)) + keep;
+    uint64_t leased = o->leased, over = o->over;
+    if (leased + over <= target) return;
+    uint64_t drop = leased + over - target;
+    uint64_t drop_over = over < drop ? over : drop, drop_in = drop - drop_over;
+    if (drop_in) {
+        __atomic_store_n(&o->leased, leased - drop_in, __ATOMIC_SEQ_CST);
+        if (ledger_round_up(__atomic_load_n(&o->used, __ATOMIC_SEQ_CST)) + keep > leased - drop_in + over - drop_over) {
+            __atomic_store_n(&o->leased, leased, __ATOMIC_SEQ_CST);
+            return;
+        }
+    }
+    uint64_t base = card_base(dev);
+    give_top(&g_held[dev], base + LEDGER_OVERFLOW, base + LEDGER_CARD_STRIDE, drop_over >> LEDGER_UNIT_SHIFT);
+    give_top(&g_held[dev], base, base + LEDGER_OVERFLOW, drop_in >> LEDGER_UNIT_SHIFT);
+    __atomic_store_n(&o->over, over - drop_over, __ATOMIC_SEQ_CST);
+}
+
+void usage_shrink(int dev, uint64_t keep) {
+    if (dev < 0 || dev >= SHIM_MAX_DEVICES || !g_usage_ready) return;
+    pthread_mutex_lock(&g_lock);
+    if (ledger_intact()) shrink_locked(dev, keep);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Total in use on the card (caller holds g_lock): this process's charges and the
+ * units the others hold, in the share and past it. */
+static uint64_t usage_locked(int dev) {
+    uint64_t base = card_base(dev);
+    uint64_t others = others_units(base, base + LEDGER_CARD_STRIDE);
+    return __atomic_load_n(&g_usage_own[dev].used, __ATOMIC_SEQ_CST) + (others << LEDGER_UNIT_SHIFT);
 }
 
 int usage_reserve_slow(int dev, uint64_t bytes, uint64_t limit) {
     if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return -2;
     if (bytes > limit) return -1;
-    if (try_reserve(dev, bytes, limit) == 0) return 0;
-    refresh_others(dev); /* others may have freed since the cached sum was read */
-    if (try_reserve(dev, bytes, limit) == 0) return 0;
-    lock_file();
-    reclaim_dead();
-    unlock_file();
-    refresh_others(dev);
-    return try_reserve(dev, bytes, limit);
+    usage_own_t *o = &g_usage_own[dev];
+    uint64_t base = card_base(dev), share_end = base + (limit >> LEDGER_UNIT_SHIFT);
+    pthread_mutex_lock(&g_lock);
+    if (!ledger_intact()) {
+        pthread_mutex_unlock(&g_lock);
+        return -2;
+    }
+    int rc = -1;
+    for (;;) {
+        uint64_t u = __atomic_load_n(&o->used, __ATOMIC_SEQ_CST);
+        uint64_t need = ledger_round_up(u + bytes);
+        if (need > ledger_share(limit)) break;
+        if (need > o->leased) {
+            uint64_t want = (need - o->leased) >> LEDGER_UNIT_SHIFT;
+            uint64_t got = take(&g_held[dev], base, share_end, want);
+            __atomic_store_n(&o->leased, o->leased + (got << LEDGER_UNIT_SHIFT), __ATOMIC_SEQ_CST);
+            if (got < want) break; /* the share is full: shrink_locked gives them back */
+        }
+        if (__atomic_compare_exchange_n(&o->used, &u, u + bytes, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            rc = 0;
+            break;
+        }
+    }
+    /* Units past the share are another process's (or this one's) forced charges: the
+     * card is over its share while they are held, so nothing more is granted. */
+    uint64_t cs, ce;
+    if (rc == 0 && other_lock(base + LEDGER_OVERFLOW, LEDGER_CARD_STRIDE - LEDGER_OVERFLOW, &cs, &ce) == 1 &&
+        usage_locked(dev) > limit) {
+        __atomic_fetch_sub(&o->used, bytes, __ATOMIC_SEQ_CST);
+        rc = -1;
+    }
+    shrink_locked(dev, 0); /* units taken for nothing, and past-the-share units now covered */
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+void usage_force_reserve(int dev, uint64_t bytes) {
+    if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return;
+    usage_own_t *o = &g_usage_own[dev];
+    uint64_t base = card_base(dev), limit = shim_config()->limit[dev];
+    pthread_mutex_lock(&g_lock);
+    if (ledger_intact()) {
+        uint64_t need = ledger_round_up(__atomic_add_fetch(&o->used, bytes, __ATOMIC_SEQ_CST));
+        if (need > o->leased + o->over) {
+            uint64_t want = (need - o->leased - o->over) >> LEDGER_UNIT_SHIFT;
+            uint64_t got = take(&g_held[dev], base, base + (limit >> LEDGER_UNIT_SHIFT), want);
+            __atomic_store_n(&o->leased, o->leased + (got << LEDGER_UNIT_SHIFT), __ATOMIC_SEQ_CST);
+            if (got < want) {
+                uint64_t past = take(&g_held[dev], base + LEDGER_OVERFLOW, base + LEDGER_CARD_STRIDE, want - got);
+                __atomic_store_n(&o->over, o->over + (past << LEDGER_UNIT_SHIFT), __ATOMIC_SEQ_CST);
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 uint64_t usage_of(int dev) {
     if (dev < 0 || dev >= SHIM_MAX_DEVICES || attach() != 0) return 0;
-    lock_file();
-    reclaim_dead();
-    unlock_file();
-    /* Released counters first: a reservation made meanwhile can only add to the
-     * answer, never make it negative. */
-    uint64_t released = __atomic_load_n(&g_usage_me->released[dev], __ATOMIC_ACQUIRE) + others_released(dev);
-    uint64_t used = __atomic_load_n(&g_usage_file->reserved[dev].bytes, __ATOMIC_ACQUIRE) - released;
-    return used > (UINT64_MAX >> 1) ? 0 : used;
+    pthread_mutex_lock(&g_lock);
+    uint64_t used = ledger_intact() ? usage_locked(dev) : 0;
+    pthread_mutex_unlock(&g_lock);
+    return used;
 }
 
+/* After fork, in the child: it holds nothing.  Its copy of the descriptor refers to
+ * the parent's open file description (and so to the parent's locks): closing it
+ * leaves them with the parent; the child opens a description of its own on first use. */
 void usage_forget_process(void) {
-    pthread_mutex_init(&g_open_lock, NULL); /* another thread may have held it at fork */
-    g_usage_me = NULL; /* the child takes its own slot on first use; the parent keeps its own */
+    pthread_mutex_init(&g_lock, NULL); /* another thread may have held it at fork */
+    if (g_fd >= 0) close(g_fd);
+    g_fd = -1;
+    g_failed = 0;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        free(g_held[d].spans);
+        g_held[d] = (held_t){0};
+        g_usage_own[d] = (usage_own_t){0};
+    }
+    g_usage_ready = 0;
 }
 
-void usage_exit(void) {
-    usage_slot_t *me = g_usage_me;
-    if (!g_usage_file || !me || g_pid != getpid()) return;
-    lock_file();
-    clear_slot(me);
-    unlock_file();
-    g_usage_me = NULL;
-}
+/* Nothing to give back by hand: the kernel drops the locks with the last descriptor. */
+void usage_exit(void) {}

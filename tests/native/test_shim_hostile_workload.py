@@ -4,12 +4,11 @@ The device plugin mounts the container's limits read-only at /etc/gpushare/limit
 each test here gives a process that file in a private mount namespace (a tmpfs over
 /etc/gpushare, as the container's mount would be) and then lets it do what a hostile
 workload can: clear or raise its limit variables, switch on a fault, point the
-accounting file at a link, forge a counter in it.
+accounting file at a link, rewrite it, drop locks on it.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import subprocess
@@ -63,7 +62,7 @@ def hostile(env: dict[str, str], **changes: str | None) -> dict[str, str]:
 
 @pytest.fixture
 def usage(tmp_path: Path) -> Path:
-    """The accounting file as the device plugin makes it (its header, then zeros)."""
+    """The accounting file as the device plugin makes it."""
     path = tmp_path / "run" / "usage"
     path.parent.mkdir()
     path.write_bytes(prepared_usage_file())
@@ -86,7 +85,7 @@ def test_the_environment_cannot_lift_the_limits_the_file_gives(seed_env, native_
     assert "FAULT INJECTED" not in past.stderr
     within = in_container(limits_text(usage), probe(native_root, "--device", "0", "--alloc-mib", "3072"), env)
     assert within.returncode == 0, within.stdout + within.stderr
-    assert usage.read_bytes()[4:8] == bytes.fromhex("02000000")  # the shim took the plugin's file
+    assert not (tmp_path / "mine").exists()  # the shim took the plugin's file, not the environment's
     assert not (tmp_path / "mine").exists()  # the file's accounting, not the workload's
 
 
@@ -124,53 +123,79 @@ def test_the_usage_file_is_private_and_never_opened_through_a_link(seed_env, nat
     assert (private.stat().st_mode & 0o777) == 0o600
 
 
-# usage_file_t (native/src/shim.h): 16-byte header, robust mutex, then 64 cache-line
-# counters from offset 64, then 256 slots of 1088 bytes (pid, pad, start_time,
-# reserved[64], released[64]).
-SLOTS_AT = 64 + 64 * 64
-SLOT_SIZE = 1088
-
-
-def released_offset(slot: int, card: int) -> int:
-    return SLOTS_AT + slot * SLOT_SIZE + 16 + 8 * 64 + 8 * card
-
-
-def test_a_forged_released_counter_makes_no_room_past_the_share(seed_env, native_root, usage):
-    env = dict(seed_env, GPUSHARE_USAGE_FILE=str(usage))
+def hold(env: dict[str, str], root: Path, mib: int, *prefix: str) -> subprocess.Popen[str]:
+    """A process holding mib on card 0 (started with prefix, e.g. in a PID namespace of its own)."""
     holder = subprocess.Popen(
-        probe(native_root, "--device", "0", "--alloc-mib", "3072", "--hold-seconds", "60"),
+        [*prefix, *probe(root, "--device", "0", "--alloc-mib", str(mib), "--hold-seconds", "60")],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    assert "allocated" in holder.stdout.readline()
+    return holder
+
+
+def unlock_everything(usage: Path) -> None:
+    """What a process of the container can do to the ledger's locks: drop every lock it
+    could own, through its own open file description and as a process."""
+    import fcntl
+
+    with open(usage, "r+b") as f:
+        fcntl.lockf(f, fcntl.LOCK_UN, 0, 0)
+        whole = struct.pack("hhqqi", fcntl.F_UNLCK, os.SEEK_SET, 0, 0, 0)
+        fcntl.fcntl(f, 38, whole)  # F_OFD_SETLK
+
+
+FORGERIES = {
+    "zeroed": lambda usage: usage.write_bytes(bytes(len(usage.read_bytes()) or 4096)),
+    "emptied": lambda usage: usage.write_bytes(b""),
+    "random bytes": lambda usage: usage.write_bytes(os.urandom(1 << 20)),
+    "locks dropped by another process": unlock_everything,
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_what_a_process_writes_to_the_accounting_file_makes_no_room(seed_env, native_root, usage, forgery):
+    """The accounting is the holders' locks, not the file's bytes: whatever another
+    process of the container writes, the holder's 3072 MiB stay counted."""
+    env = dict(seed_env, GPUSHARE_USAGE_FILE=str(usage))
+    holder = hold(env, native_root, 3072)
     try:
-        assert "allocated" in holder.stdout.readline()
-        # A process of the container writes an unused slot: "3 GiB given back on card 0".
-        with open(usage, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
-            m[released_offset(200, 0) : released_offset(200, 0) + 8] = struct.pack("<Q", 3072 << 20)
+        FORGERIES[forgery](usage)
         over = run(probe(native_root, "--device", "0", "--alloc-mib", "2048"), env)
+        rest = run(probe(native_root, "--device", "0", "--alloc-mib", "256"), env)  # two contexts aside
     finally:
         holder.terminate()
         holder.wait(10)
     assert over.returncode != 0 and OOM in over.stdout + over.stderr, (
-        f"with 3072 MiB held, 2048 MiB more was granted on a {SHARE} MiB share: {over.stdout}"
+        f"{forgery}: with 3072 MiB held, 2048 MiB more was granted on a {SHARE} MiB share: {over.stdout}"
     )
+    assert rest.returncode == 0, f"{forgery}: the rest of the share: {rest.stdout + rest.stderr}"
 
 
-@pytest.mark.parametrize("tampering", ["zeroed", "emptied", "removed"])
-def test_an_accounting_file_zeroed_emptied_or_removed_refuses_allocations(seed_env, native_root, usage, tampering):
-    """Counting afresh would forget what live processes hold: with the plugin's file
-    gone or rewritten, the shim refuses (fail closed) rather than start a new count."""
+def test_a_holder_in_another_pid_namespace_is_counted_and_comes_back_when_killed(seed_env, native_root, usage):
+    """No pid is read: a process in a PID namespace of its own counts like any other,
+    and what it held comes back once it is killed."""
+    env = dict(seed_env, GPUSHARE_USAGE_FILE=str(usage))
+    holder = hold(env, native_root, 3072, "unshare", "-p", "-f", "--kill-child")
+    try:
+        over = run(probe(native_root, "--device", "0", "--alloc-mib", "2048"), env)
+    finally:
+        holder.kill()
+        holder.wait(10)
+    assert over.returncode != 0 and OOM in over.stdout + over.stderr, over.stdout
+    after = run(probe(native_root, "--device", "0", "--alloc-mib", "3584"), env)
+    assert after.returncode == 0, after.stdout + after.stderr
+
+
+def test_an_accounting_file_removed_refuses_allocations(seed_env, native_root, usage):
+    """A new count would forget what live processes hold: with the plugin's file gone,
+    the shim refuses (fail closed) rather than start one."""
     limits = limits_text(usage)
     first = in_container(limits, probe(native_root, "--device", "0", "--alloc-mib", "1024"), seed_env)
     assert first.returncode == 0, first.stdout + first.stderr
-    if tampering == "zeroed":
-        usage.write_bytes(bytes(len(usage.read_bytes())))
-    elif tampering == "emptied":
-        usage.write_bytes(b"")
-    else:
-        usage.unlink()
+    usage.unlink()
     after = in_container(limits, probe(native_root, "--device", "0", "--alloc-mib", "64"), seed_env)
     assert after.returncode != 0 and OOM in after.stdout + after.stderr, after.stdout + after.stderr
     assert "gpushare-shim: usage file" in after.stderr, after.stderr

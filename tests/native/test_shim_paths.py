@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CONTEXT_MIB, PYTHON, SEED_INVENTORY, run, tool
+from conftest import CONTEXT_MIB, KEPT_MIB, PYTHON, SEED_INVENTORY, run, tool
 from gpushare_conformance import native
 from gpushare_conformance.sandbox import sandbox_env
 
@@ -223,7 +223,7 @@ def test_nvml_and_cuda_report_one_usage(path, native_root, tmp_path):
             assert u["cuda"] == u["nvml"] == 300 * MIB + contexts, u
         holder.ask("quit")
         u = reader.ask("used")
-        assert u["cuda"] == u["nvml"] == contexts, u
+        assert u["cuda"] == u["nvml"] and contexts <= u["cuda"] <= contexts + KEPT_MIB * MIB, u
         holder.close()  # its context goes with it
         u = reader.ask("used")
         assert u["cuda"] == u["nvml"] == CONTEXT_MIB * MIB, u
@@ -259,18 +259,21 @@ def test_two_processes_on_random_paths_never_exceed_the_share(ops):
                     if r["rc"] == 0:
                         live[who][r["id"]] = size
                         assert total + size <= LIMIT_MIB * MIB, f"share exceeded on {o[2]}: {total + size}"
-                    else:
-                        assert r["rc"] == 2 and total + size > LIMIT_MIB * MIB, f"{o[2]} refused {size} at {total}: {r}"
+                    else:  # the other process may keep a page it freed
+                        assert r["rc"] == 2 and total + size + KEPT_MIB * MIB > LIMIT_MIB * MIB, (
+                            f"{o[2]} refused {size} at {total}: {r}"
+                        )
                 elif live[who]:
                     key = sorted(live[who])[o[2] % len(live[who])]
                     assert workers[who].ask("free", key)["rc"] == 0
                     del live[who][key]
                 u = workers[who].ask("used")
-                assert u["cuda"] == u["nvml"] == contexts + sum(sum(d.values()) for d in live), (o, u)
+                held = contexts + sum(sum(d.values()) for d in live)
+                assert u["cuda"] == u["nvml"] and held <= u["cuda"] <= held + KEPT_MIB * MIB, (o, u)
             for w in workers:
                 w.ask("quit")
             u = workers[0].ask("used")
-            assert u["cuda"] == u["nvml"] == contexts, u
+            assert u["cuda"] == u["nvml"] and contexts <= u["cuda"] <= contexts + KEPT_MIB * MIB, u
             for w in workers:
                 w.close()  # their contexts go with them
             workers.append(Worker(env, script))

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_shim_paths import Worker as PathsWorker
 
-from conftest import CONTEXT_MIB, SEED_INVENTORY
+from conftest import CONTEXT_MIB, KEPT_MIB, SEED_INVENTORY
 from gpushare_conformance import native
 from gpushare_conformance.sandbox import sandbox_env
 
@@ -110,7 +110,7 @@ def test_pool_holding_more_than_it_hands_out_stays_charged_until_trimmed(native_
         rc, p = holder.alloc("pool", 32)  # fits in what the pool holds, although the share looks full
         assert rc == 0 and holder.ask("free", p)["rc"] == 0
         assert holder.ask("trim", 0)["rc"] == 0 and holder.ask("reserved")["reserved"] == 0
-        assert reader.used_mib() == 0, "a trim gives back what the pool let go, seen by other processes at once"
+        assert 0 <= reader.used_mib() <= KEPT_MIB, "a trim gives back what the pool let go, seen by other processes at once"
         rc, p = reader.alloc("pool", 48)
         assert rc == 0 and reader.ask("free", p)["rc"] == 0
     finally:
@@ -133,7 +133,7 @@ def test_charge_left_by_a_free_is_settled_at_the_next_allocation(native_root, tm
             assert rc == 0
             # The allocation settled the charge on the pool's reserve (8 MiB), keeping at
             # most 1/64 of the share beyond it.
-            assert 8 <= reader.used_mib() <= 8 + SLACK_MIB, "the stale charge was given back"
+            assert 8 <= reader.used_mib() <= 8 + SLACK_MIB + KEPT_MIB, "the stale charge was given back"
             assert reader.alloc(path, 48)[0] == 0, "another process has the rest of the share"
             assert holder.alloc(path, 16)[0] == 2, "past the share: CUDA_ERROR_OUT_OF_MEMORY"
             assert holder.ask("free", small)["rc"] == 0
@@ -194,7 +194,9 @@ def test_two_processes_on_pools_never_exceed_the_share_without_settling(ops):
                     assert w.ask("trim", 0)["rc"] == 0
             for w in ws:
                 w.used_mib()  # each process settles its own pools
-            assert ws[0].used_mib() * MIB == ws[1].used_mib() * MIB == pools_hold(ws)
+            held = pools_hold(ws)  # each sees what the other keeps of what it freed too
+            for w in ws:
+                assert held <= w.used_mib() * MIB <= held + KEPT_MIB * MIB
         finally:
             for w in ws:
                 w.close()
