@@ -98,42 +98,84 @@ def test_a_shell_started_by_exec_gets_no_more_than_the_share(suite):
         )
 
 
-# Zero every file a process using the card maps shared and writable (the accounting of
-# an interposition library, HAMi-core's shared cache, any stack's), in place. Device
-# files are the driver's; so is the mock driver's node-wide process table (it stands for
-# the kernel driver's own state, which no workload can write on a real node).
-ZERO_SHARED_FILES = r"""
-pid=$1
-files=$(awk '$2 ~ /^rw.s$/ && $6 ~ /^\// && $6 !~ /^\/dev\// && $6 !~ /gpushare-mock/ {print $6}' /proc/$pid/maps | sort -u)
-for f in $files; do
+# The files a process using the card keeps for its accounting, whatever the stack: those
+# it maps shared and writable (HAMi-core's shared cache, an interposition library's
+# counters) and the regular files it holds open for writing (a lock-based ledger), but
+# its standard input and outputs.
+# Device files are the driver's; so is the mock driver's node-wide process table (it
+# stands for the kernel driver's own state, which no workload can write on a real node).
+# Then one forgery over each of them, as any process of the pod can make it:
+#   snapshot DIR  copy each file into DIR (the accounting before the holder allocates)
+#   zeroed        write zeros over each file, in place
+#   rolled back   write each file's copy from DIR back over it, in place
+#   replaced      put a copy of each file in its place (a new file at its path)
+FORGE_ACCOUNTING = r"""
+mode=$1 pid=$2 dir=$3
+files() {
+  { awk '$2 ~ /^rw.s$/ && $6 ~ /^\// {print $6}' /proc/$pid/maps
+    for fd in /proc/$pid/fd/*; do
+      case ${fd##*/} in 0|1|2) continue ;; esac
+      f=$(readlink "$fd") || continue
+      flags=$(awk '/^flags:/ {print $2}' "/proc/$pid/fdinfo/${fd##*/}" 2>/dev/null)
+      case "$flags" in *1|*2|*3) [ -f "$f" ] && echo "$f" ;; esac
+    done
+  } | grep -v -e '^/dev/' -e '^/proc/' -e 'gpushare-mock' -e ' (deleted)$' | sort -u
+}
+key() { echo "$1" | tr / _; }
+mkdir -p "$dir"
+for f in $(files); do
   size=$(wc -c < "$f")
-  dd if=/dev/zero of="$f" bs="$size" count=1 conv=notrunc 2>/dev/null && echo "zeroed $f ($size bytes)"
+  case $mode in
+    snapshot) cp "$f" "$dir/$(key "$f")" && echo "copied $f ($size bytes)" ;;
+    zeroed) dd if=/dev/zero of="$f" bs="$size" count=1 conv=notrunc 2>/dev/null && echo "zeroed $f ($size bytes)" ;;
+    "rolled back")
+      if [ -f "$dir/$(key "$f")" ]; then
+        dd if="$dir/$(key "$f")" of="$f" conv=notrunc 2>/dev/null && echo "rolled back $f ($size bytes)"
+      fi ;;
+    replaced)
+      if cp "$f" "$f.gpushare-new" 2>/dev/null && mv -f "$f.gpushare-new" "$f" 2>/tmp/gpushare-mv-err; then
+        echo "replaced $f ($size bytes)"
+      else
+        rm -f "$f.gpushare-new"; echo "kept $f: $(cat /tmp/gpushare-mv-err 2>/dev/null | tail -n 1)"
+      fi ;;
+  esac
 done
 echo "done"
 """
+FORGERIES = ("zeroed", "rolled back", "replaced")
 
 
-def test_overwriting_the_accounting_lifts_no_share(suite):
-    pod, shown = _share_pod(suite, "bypass-forge")
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_overwriting_the_accounting_lifts_no_share(suite, forgery):
+    """A process of the pod forges the accounting of a process holding memory: zeroes
+    its files, rolls them back to before it allocated, or puts new files in their
+    place. A process asking past what the holder left must still be refused."""
+    pod, shown = _share_pod(suite, f"bypass-{forgery.replace(' ', '-')}")
     told = suite.told(pod, 0)
     held = calibration.within_told(told.free_mib) // 2
-    with allure.step(f"A process holds {held} MiB of the {shown} MiB share"):
+    snapshot = "/tmp/gpushare-accounting-before"
+    with allure.step("A first process holds 1 MiB; its accounting files are copied"):
+        first = suite.start_holder(pod, "first", 0, 1)
+        copied = suite.run_in_pod(pod, ["sh", "-c", FORGE_ACCOUNTING, "sh", "snapshot", str(first), snapshot], "copy")
+        suite.expect(v.exit_ok("accounting_copied", copied.exit_status, copied.output, "copying the accounting"))
+    with allure.step(f"A second process holds {held} MiB of the {shown} MiB share"):
         pid = suite.start_holder(pod, "holder", 0, held)
-    with allure.step("Another process zeroes every file the holder maps shared and writable"):
-        zeroed = suite.run_in_pod(pod, ["sh", "-c", ZERO_SHARED_FILES, "sh", str(pid)], "zero shared files")
-        suite.expect(v.exit_ok("accounting_zeroed", zeroed.exit_status, zeroed.output, "zeroing the shared files"))
-        files = [line for line in zeroed.stdout.splitlines() if line.startswith("zeroed ")]
-        suite.info("accounting_files", "; ".join(files) or "the holder maps no shared writable file")
+    with allure.step(f"Another process: {forgery}, every file the holder keeps for its accounting"):
+        forged = suite.run_in_pod(pod, ["sh", "-c", FORGE_ACCOUNTING, "sh", forgery, str(pid), snapshot], forgery)
+        suite.expect(v.exit_ok("accounting_forged", forged.exit_status, forged.output, f"{forgery}: the files"))
+        files = [line for line in forged.stdout.splitlines() if line != "done"]
+        suite.info(f"accounting_files[{forgery}]", "; ".join(files) or "the holder keeps no writable file")
     over = shown - held + 1
     with allure.step(f"Asking {over} MiB (what the holder left, plus 1 MiB) fails with {OOM}"):
         result = suite.probe(pod, 0, over)
+        done = "; ".join(files) or "no file found"
         suite.expect(
             v.fails_with(
-                "forged_accounting_past_share",
+                f"forged_accounting_past_share[{forgery}]",
                 result.exit_status,
                 result.output,
                 OOM,
-                f"{over} MiB while {held} of {shown} MiB are held, after {len(files)} shared file(s) were zeroed",
+                f"{over} MiB while {held} of {shown} MiB are held, after: {done}",
             )
         )
 

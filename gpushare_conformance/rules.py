@@ -254,7 +254,7 @@ _RULES = (
         "GPU memory isolation",
         "hostile",
         "critical",
-        ("forged_accounting_past_share", "accounting_zeroed"),
+        ("forged_accounting_past_share", "accounting_copied", "accounting_forged"),
     ),
     Rule(
         "hostile_descendants",
@@ -518,7 +518,10 @@ CHECKS: dict[str, Check] = {
         "critical",
     ),
     "test_overwriting_the_accounting_lifts_no_share": Check(
-        "Zeroing the files the isolation shares lifts no share", "hostile", ("hostile_accounting",), "critical"
+        "Zeroing, rolling back or replacing the accounting files lifts no share",
+        "hostile",
+        ("hostile_accounting",),
+        "critical",
     ),
     "test_a_grandchild_draws_from_the_same_budget": Check(
         "A grandchild draws from the same budget", "hostile", ("hostile_descendants",), "critical"

@@ -110,7 +110,9 @@ def test_pool_holding_more_than_it_hands_out_stays_charged_until_trimmed(native_
         rc, p = holder.alloc("pool", 32)  # fits in what the pool holds, although the share looks full
         assert rc == 0 and holder.ask("free", p)["rc"] == 0
         assert holder.ask("trim", 0)["rc"] == 0 and holder.ask("reserved")["reserved"] == 0
-        assert 0 <= reader.used_mib() <= KEPT_MIB, "a trim gives back what the pool let go, seen by other processes at once"
+        assert 0 <= reader.used_mib() <= KEPT_MIB, (
+            "a trim gives back what the pool let go, seen by other processes at once"
+        )
         rc, p = reader.alloc("pool", 48)
         assert rc == 0 and reader.ask("free", p)["rc"] == 0
     finally:
