@@ -102,7 +102,8 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
 def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_it_breaks(cluster, switch, tmp_path):
     """Every seed rule holds on the HAMi-like stack. What a hostile pod can do to it is
     told apart, with the evidence: HAMi's library takes its limits from the container's
-    environment (clearing CUDA_DEVICE_MEMORY_LIMIT_<i> lifts them), its scheduler
+    environment (clearing CUDA_DEVICE_MEMORY_LIMIT_<i> lifts them) and keeps its
+    accounting in a file the container can replace, its scheduler
     extender answers whoever reaches it (a pod binds another pod), and its device plugin
     serves whatever pod carries an allocation in the making (a pod created with another
     pod's annotations gets its cards)."""
@@ -110,11 +111,22 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     child, result = run_suite(cluster, tmp_path, "hami")
     lines = table(result)
     failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO)}
-    hostile = {"hostile_environment", "hostile_extender", "hostile_allocation", "hostile_loader", "hostile_stream_card"}
+    hostile = {
+        "hostile_environment",
+        "hostile_accounting",
+        "hostile_extender",
+        "hostile_allocation",
+        "hostile_loader",
+        "hostile_stream_card",
+    }
     assert set(failed) == hostile | {"hostile_processes", "beyond_interposition"}, failed
     assert lines["beyond_interposition"].status == OPEN, failed
     # HAMi-core holds dlsym only: each loader trick reaches the driver past it.
     assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_loader"], failed
+    # Its accounting lives in a file of the container's /tmp (HAMi-core's shared cache
+    # does too): a new file put at its path starts the count afresh.
+    assert re.search(r"after: .*replaced /tmp/\S+", failed["hostile_accounting"]), failed
+    assert "granted (exit 0), want CUDA_ERROR_OUT_OF_MEMORY" in failed["hostile_accounting"], failed
     # It charges the current card, not the stream's.
     assert "on a stream of card 1" in failed["hostile_stream_card"], failed
     # It charges each process's context even past the share: 8 processes take the card past it.
@@ -132,7 +144,7 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     _not_quoting_exceptions(lines)
     assert_evidence_only(result)
     assert child.returncode == 1, child.stdout[-3000:]
-    assert "conforms to the seed: no (6 rules failed)" in child.stdout
+    assert "conforms to the seed: no (7 rules failed)" in child.stdout
     # Judged on what the pod was told: HAMi's library keeps about 300 MiB per process.
     told = [r for r in result.records if r.base_check == "share_usable"]
     assert told and all(r.passed for r in told), told
