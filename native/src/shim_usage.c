@@ -198,7 +198,8 @@ static uint64_t others_units(uint64_t lo, uint64_t hi) {
     return units;
 }
 
-static void held_add(held_t *h, uint64_t start, uint64_t end) {
+/* Record [start, end) as held; 0 when there is no room to (the caller unlocks it). */
+static int held_add(held_t *h, uint64_t start, uint64_t end) {
     size_t i = 0;
     while (i < h->count && h->spans[i].end < start) i++;
     if (i < h->count && h->spans[i].start <= end) { /* touches spans[i] (never overlaps) */
@@ -209,21 +210,19 @@ static void held_add(held_t *h, uint64_t start, uint64_t end) {
             memmove(&h->spans[i + 1], &h->spans[i + 2], (h->count - i - 2) * sizeof *h->spans);
             h->count--;
         }
-        return;
+        return 1;
     }
     if (h->count == h->room) {
         size_t room = h->room ? 2 * h->room : 16;
         span_t *s = realloc(h->spans, room * sizeof *s);
-        if (!s) { /* forget nothing: give the lock back instead */
-            set_lock(F_UNLCK, start, end - start);
-            return;
-        }
+        if (!s) return 0;
         h->spans = s;
         h->room = room;
     }
     memmove(&h->spans[i + 1], &h->spans[i], (h->count - i) * sizeof *h->spans);
     h->spans[i] = (span_t){start, end};
     h->count++;
+    return 1;
 }
 
 /* Lock up to want free units in [lo, hi), skipping this process's own (they do not
@@ -242,7 +241,10 @@ static uint64_t take(held_t *h, uint64_t lo, uint64_t hi, uint64_t want) {
         uint64_t len = want - got < stop - pos ? want - got : stop - pos;
         for (;;) {
             if (set_lock(F_WRLCK, pos, len) == 0) {
-                held_add(h, pos, pos + len);
+                if (!held_add(h, pos, pos + len)) { /* never a lock this process forgets */
+                    set_lock(F_UNLCK, pos, len);
+                    return got;
+                }
                 got += len;
                 pos += len;
                 break;
