@@ -178,7 +178,7 @@ def test_a_holder_in_another_pid_namespace_is_counted_and_comes_back_when_killed
     """No pid is read: a process in a PID namespace of its own counts like any other,
     and what it held comes back once it is killed."""
     env = dict(seed_env, GPUSHARE_USAGE_FILE=str(usage))
-    holder = hold(env, native_root, 3072, "unshare", "-p", "-f", "--kill-child")
+    holder = hold(env, native_root, 3072, "unshare", "-p", "-f", "--kill-child", "--mount-proc")
     try:
         over = run(probe(native_root, "--device", "0", "--alloc-mib", "2048"), env)
     finally:
