@@ -126,8 +126,19 @@ def test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget(su
     held = {name: budget // 2 for name, budget in budgets.items()}
     holders = {}
     with allure.step(f"Both pods hold half their share on card 0 at once: {held[a]} and {held[b]} MiB"):
-        for name in (a, b):
-            holders[name] = suite.start_holder(name, "holder", 0, held[name])
+        holders[a] = suite.start_holder(a, "holder", 0, held[a])
+        # The second pod's half, asked once before it is held: a stack that counts one
+        # pod's memory against another's refuses it here, with the figures.
+        first = suite.probe(b, 0, held[b])
+        suite.expect(
+            v.exit_ok(
+                f"pod_budget_untouched[{b}, {a} holding]",
+                first.exit_status,
+                first.output,
+                f"{b}'s {held[b]} MiB (half its {budgets[b]} MiB) while {a} holds {held[a]} of {budgets[a]} MiB",
+            )
+        )
+        holders[b] = suite.start_holder(b, "holder", 0, held[b])
 
     def budget_holds(name: str, other: str, when: str) -> None:
         budget, mine = budgets[name], held[name]

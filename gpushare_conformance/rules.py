@@ -223,6 +223,7 @@ _RULES = (
             "smi_free_while_held",
             "smi_used_plus_free",
             "told_free_while_held",
+            "pod_budget_untouched",
             "pod_budget_apart",
             "pod_budget_left",
             "pod_budget_rest",

@@ -192,10 +192,9 @@ CASES = [
         faults.SHARED_ACCOUNTING,
         "gpushare-device-plugin",
         {
-            # One accounting file for the node: each pod's processes count the other
-            # pod's (and, in another PID namespace, take them for dead), so a pod's
-            # budget is lifted past its share.
-            f"{ISOLATION}::test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget": r"pod_budget_apart\[budget-[ab], budget-[ab] holding\]: .* granted \(exit 0\), want CUDA_ERROR_OUT_OF_MEMORY",
+            # One accounting file for the node: each pod's processes lock the same
+            # units, so what one pod holds is taken from the other's share.
+            f"{ISOLATION}::test_pods_on_one_card_hold_their_shares_at_once_and_touch_no_other_budget": r"pod_budget_untouched\[budget-b, budget-a holding\]: budget-b's \d+ MiB \(half its \d+ MiB\) while budget-a holds \d+ of \d+ MiB: exit 2: .*CUDA_ERROR_OUT_OF_MEMORY",
         },
         # One pod alone: its processes share a budget as they should.
         control=f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left",
