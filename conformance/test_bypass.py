@@ -100,8 +100,8 @@ def test_a_shell_started_by_exec_gets_no_more_than_the_share(suite):
 
 # The files a process using the card keeps for its accounting, whatever the stack: those
 # it maps shared and writable (HAMi-core's shared cache, an interposition library's
-# counters) and the regular files it holds open for writing (a lock-based ledger), but
-# its standard input and outputs.
+# counters) and the regular files it holds open (a lock-based ledger), but its
+# standard input and outputs.
 # Device files are the driver's; so is the mock driver's node-wide process table (it
 # stands for the kernel driver's own state, which no workload can write on a real node).
 # Then one forgery over each of them, as any process of the pod can make it:
@@ -116,8 +116,7 @@ files() {
     for fd in /proc/$pid/fd/*; do
       case ${fd##*/} in 0|1|2) continue ;; esac
       f=$(readlink "$fd") || continue
-      flags=$(awk '/^flags:/ {print $2}' "/proc/$pid/fdinfo/${fd##*/}" 2>/dev/null)
-      case "$flags" in *1|*2|*3) [ -f "$f" ] && echo "$f" ;; esac
+      [ -f "$f" ] && echo "$f"
     done
   } | grep -v -e '^/dev/' -e '^/proc/' -e 'gpushare-mock' -e ' (deleted)$' | sort -u
 }
@@ -127,16 +126,25 @@ for f in $(files); do
   size=$(wc -c < "$f")
   case $mode in
     snapshot) cp "$f" "$dir/$(key "$f")" && echo "copied $f ($size bytes)" ;;
-    zeroed) dd if=/dev/zero of="$f" bs="$size" count=1 conv=notrunc 2>/dev/null && echo "zeroed $f ($size bytes)" ;;
+    zeroed)
+      if dd if=/dev/zero of="$f" bs="$size" count=1 conv=notrunc 2>/tmp/gpushare-forge-err; then
+        echo "zeroed $f ($size bytes)"
+      else
+        echo "kept $f: $(tail -n 1 /tmp/gpushare-forge-err)"
+      fi ;;
     "rolled back")
-      if [ -f "$dir/$(key "$f")" ]; then
-        dd if="$dir/$(key "$f")" of="$f" conv=notrunc 2>/dev/null && echo "rolled back $f ($size bytes)"
+      if [ ! -f "$dir/$(key "$f")" ]; then
+        echo "kept $f: no copy from before"
+      elif dd if="$dir/$(key "$f")" of="$f" conv=notrunc 2>/tmp/gpushare-forge-err; then
+        echo "rolled back $f ($size bytes)"
+      else
+        echo "kept $f: $(tail -n 1 /tmp/gpushare-forge-err)"
       fi ;;
     replaced)
-      if cp "$f" "$f.gpushare-new" 2>/dev/null && mv -f "$f.gpushare-new" "$f" 2>/tmp/gpushare-mv-err; then
+      if cp "$f" "$f.gpushare-new" 2>/tmp/gpushare-forge-err && mv -f "$f.gpushare-new" "$f" 2>/tmp/gpushare-forge-err; then
         echo "replaced $f ($size bytes)"
       else
-        rm -f "$f.gpushare-new"; echo "kept $f: $(cat /tmp/gpushare-mv-err 2>/dev/null | tail -n 1)"
+        rm -f "$f.gpushare-new"; echo "kept $f: $(tail -n 1 /tmp/gpushare-forge-err)"
       fi ;;
   esac
 done

@@ -7,8 +7,8 @@ environment variables changes nothing. Its processes share one accounting file,
 ``/run/gpushare/usage``, made here and bind-mounted, so the workload can neither remove
 nor replace it (the shim opens no other, and refuses allocations without it). The
 accounting is not the file's bytes but the kernel's byte-range locks on it (the ledger,
-native/src/shim.h): only the process holding a lock can give it back, so writing the
-file, which every process of the container can, changes nothing. The directories
+native/src/shim.h): only the process holding a lock can give it back, and the file is
+read-only to the container. The directories
 live under ``--containers-dir`` on the node (``<pod uid>-<container index>``) and go
 once their pod is gone.
 """
@@ -79,12 +79,13 @@ def write_container_files(root: str, uid: str, container_index: int, env: Mappin
     _write(directory / "ld.so.preload", env[contract.ENV_LD_PRELOAD] + "\n", 0o444)
     usage = directory / "usage"
     if not usage.exists():  # a container restarted keeps its processes' accounting
-        # 0666: the container's processes, whatever their user; no other container sees it.
-        _write(usage, USAGE_FILE_TEXT, 0o666)
+        # 0444 and mounted read-only: the container's processes, whatever their user,
+        # open it to lock it, and none can write to the node's disk through it.
+        _write(usage, USAGE_FILE_TEXT, 0o444)
     return [
         HostMount(contract.CONTAINER_LIMITS_FILE, str(directory / "limits"), True),
         HostMount(contract.CONTAINER_PRELOAD_FILE, str(directory / "ld.so.preload"), True),
-        HostMount(contract.CONTAINER_USAGE_FILE, str(usage), False),
+        HostMount(contract.CONTAINER_USAGE_FILE, str(usage), True),
     ]
 
 

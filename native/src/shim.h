@@ -61,16 +61,19 @@ HIDDEN void shim_report_broken(void);
  * The ledger is the usage file, but not its bytes: it is the kernel's table of
  * open-file-description (OFD) byte-range locks on it.  Card d's share is the range of
  * offsets [d * LEDGER_CARD_STRIDE, + limit / LEDGER_UNIT): each offset is one unit of
- * LEDGER_UNIT bytes, and a process holds a unit by holding a write lock on its offset.
- * So:
+ * LEDGER_UNIT bytes, and a process holds a unit by holding a read lock on its offset
+ * that no other process holds (the file is opened read-only, and mounted so: a pod
+ * cannot write through it).  So:
  *
- *   - no two processes can hold the same unit (write locks are exclusive), and a
- *     process can only ever lock units inside the range: the share cannot be
- *     over-committed, whatever the processes race;
+ *   - a unit is claimed with a read lock, then F_OFD_GETLK (asking for a write lock)
+ *     shows any other lock on it; a claim that finds one is given up.  Two processes
+ *     claiming one unit cannot both keep it, as the kernel orders the claims and the
+ *     looks, and a process can only ever claim units inside the range: the share
+ *     cannot be over-committed, whatever the processes race;
  *   - only the process that holds a lock can give it back, and the kernel gives back
  *     every lock of a process that dies (SIGKILL included) or execs: nothing the
- *     container can write (the file's bytes, a pid, a counter) changes what another
- *     process holds, and no dead process's memory stays counted;
+ *     container can do to the file, a pid or a counter changes what another process
+ *     holds, and no dead process's memory stays counted;
  *   - a process counts the units the others hold with F_OFD_GETLK (its own locks never
  *     show there), which needs no pid and works across PID namespaces.
  *

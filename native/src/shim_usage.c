@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +98,9 @@ static int open_ledger(void) {
      * reason to start a ledger afresh. */
     int prepared = shim_config()->from_file && path != own;
     /* Never through a link (a workload could point it at any file), only a regular file. */
-    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (prepared ? 0 : O_CREAT), 0600);
+    /* Read-only: the ledger is read locks, so the file can be mounted read-only (a pod
+     * cannot write to the node's disk through it). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (prepared ? 0 : O_CREAT), 0600);
     if (fd < 0) { warn("cannot open"); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0) { warn("cannot stat"); close(fd); return -1; }
@@ -225,10 +228,13 @@ static int held_add(held_t *h, uint64_t start, uint64_t end) {
     return 1;
 }
 
-/* Lock up to want free units in [lo, hi), skipping this process's own (they do not
- * conflict with it, so locking over them would count them twice).  Returns the number
- * locked (each recorded in h at once). */
-static uint64_t take(held_t *h, uint64_t lo, uint64_t hi, uint64_t want) {
+/* One pass of take: claim free units in [lo, hi) with read locks, then look for any
+ * other lock on what was claimed (F_OFD_GETLK with a write lock reports the others'
+ * read locks).  Two processes claiming the same unit cannot both keep it: each looks
+ * after claiming, and the kernel orders the four operations, so the later looker sees
+ * the other's claim (both may give it up: the next pass tries again).  *contended is
+ * set when a claim was given up for a lock that may be gone by now. */
+static uint64_t take_pass(held_t *h, uint64_t lo, uint64_t hi, uint64_t want, int *contended) {
     uint64_t got = 0, pos = lo;
     while (got < want && pos < hi) {
         size_t i = 0;
@@ -240,19 +246,25 @@ static uint64_t take(held_t *h, uint64_t lo, uint64_t hi, uint64_t want) {
         uint64_t stop = i < h->count && h->spans[i].start < hi ? h->spans[i].start : hi;
         uint64_t len = want - got < stop - pos ? want - got : stop - pos;
         for (;;) {
-            if (set_lock(F_WRLCK, pos, len) == 0) {
-                if (!held_add(h, pos, pos + len)) { /* never a lock this process forgets */
+            uint64_t cs, ce;
+            int seen = other_lock(pos, len, &cs, &ce); /* held by another: no claim at all */
+            if (seen < 0) return got;
+            if (seen == 0) {
+                if (set_lock(F_RDLCK, pos, len) != 0) return got;
+                seen = other_lock(pos, len, &cs, &ce); /* claimed by another meanwhile? */
+                if (seen != 0) {
+                    set_lock(F_UNLCK, pos, len);
+                    if (seen < 0) return got;
+                    *contended = 1;
+                } else if (!held_add(h, pos, pos + len)) { /* never a lock this process forgets */
                     set_lock(F_UNLCK, pos, len);
                     return got;
+                } else {
+                    got += len;
+                    pos += len;
+                    break;
                 }
-                got += len;
-                pos += len;
-                break;
             }
-            uint64_t cs, ce;
-            int seen = (errno == EAGAIN || errno == EACCES) ? other_lock(pos, len, &cs, &ce) : -1;
-            if (seen < 0) return got;
-            if (seen == 0) continue; /* given back meanwhile: try again */
             if (cs > pos) {
                 len = cs - pos; /* the free units before it */
                 continue;
@@ -260,6 +272,20 @@ static uint64_t take(held_t *h, uint64_t lo, uint64_t hi, uint64_t want) {
             pos = ce;
             break;
         }
+    }
+    return got;
+}
+
+/* Lock up to want free units in [lo, hi), skipping this process's own (they do not
+ * conflict with it, so locking over them would count them twice).  Returns the number
+ * locked (each recorded in h at once).  Passes again while claims raced. */
+static uint64_t take(held_t *h, uint64_t lo, uint64_t hi, uint64_t want) {
+    uint64_t got = 0;
+    for (int pass = 0; pass < 16 && got < want; pass++) {
+        int contended = 0;
+        got += take_pass(h, lo, hi, want - got, &contended);
+        if (!contended) break;
+        sched_yield();
     }
     return got;
 }

@@ -133,12 +133,12 @@ def test_reference_allocate_writes_read_only_limits_and_preload_files_for_the_co
     assert [(m.container_path, m.host_path, m.read_only) for m in mounts][1:] == [
         ("/etc/gpushare/limits", str(directory / "limits"), True),
         ("/etc/ld.so.preload", str(directory / "ld.so.preload"), True),
-        ("/run/gpushare/usage", str(directory / "usage"), False),
+        ("/run/gpushare/usage", str(directory / "usage"), True),
     ]
     usage = directory / "usage"
     # The ledger: its bytes are words for a person (the locks on it are the accounting),
-    # and every process of the container, whatever its user, can open it to lock.
-    assert usage.read_text().startswith("gpushare ledger: ") and (usage.stat().st_mode & 0o777) == 0o666
+    # and every process of the container, whatever its user, can open it to lock, none write.
+    assert usage.read_text().startswith("gpushare ledger: ") and (usage.stat().st_mode & 0o777) == 0o444
     assert not (tmp_path / "gone-pod-0").exists()  # the files of a pod gone from the node
     assert collect_garbage(str(tmp_path), []) == ["u-1-0"]
 
