@@ -36,8 +36,10 @@ IMAGE_REQUIREMENTS = (
     "nvidia-ml-py>=12.535",
     "numpy>=1.26",
     "scikit-learn>=1.4",
-    # the extender decodes requests with msgspec (gpushare_stack/extender/server.py)
+    # the extender decodes requests with msgspec (gpushare_stack/extender/wire.py) and is
+    # served by Hypercorn (gpushare_stack/extender/server.py)
     "msgspec>=0.18",
+    "hypercorn>=0.17",
 )
 IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
 APP_PACKAGES = ("gpushare_conformance", "gpushare_stack")

@@ -13,7 +13,7 @@ from gpushare_stack import contract, faults, kubeclient, peers
 from gpushare_stack.extender import selection
 from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.informer import Informer
-from gpushare_stack.extender.server import LOOPBACK, ExtenderServer
+from gpushare_stack.extender.server import DEADLINE_S, LOOPBACK, MAX_CONNECTIONS, ExtenderServer, limit_connections
 from gpushare_stack.extender.state import ClusterState
 from gpushare_stack.extender.tls import TlsConfigError, server_context
 from gpushare_stack.peers.hami_like import EXTENDER_PREFIX as HAMI_PREFIX
@@ -30,6 +30,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
     parser.add_argument("--address", default="0.0.0.0", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT, help="TCP port (default: %(default)s)")
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="also serve GET /healthz, and nothing else, in plain HTTP on --address:PORT: for the kubelet's "
+        "probes when --tls-cert-file makes the main port refuse clients without a certificate (default: none)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help="connections open at once, at most (the process's file limit is set to N and a few more; a "
+        "connection costs about 30 KiB in plain HTTP, 320 KiB in a TLS handshake): more wait in the "
+        "listen backlog (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEADLINE_S,
+        metavar="SECONDS",
+        help="time a client has for a TLS handshake, a request head, a body; and how long an idle connection is "
+        "kept (default: %(default)s)",
+    )
     parser.add_argument(
         "--prefix",
         default=None,
@@ -90,7 +115,18 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--trusted-clients: {cidr!r} is not a network (e.g. 127.0.0.0/8, 10.0.0.5/32)")
     if not trusted:
         parser.error("--trusted-clients: give at least one network (the scheduler must reach the extender)")
+    if not 16 <= args.max_connections <= 65536:
+        parser.error(f"--max-connections: {args.max_connections} is not in [16, 65536]")
+    if not 0 < args.deadline <= 300:
+        parser.error(f"--deadline: {args.deadline:g} is not a number of seconds in (0, 300]")
+    for option, port in (("--port", args.port), ("--health-port", args.health_port)):
+        if port is not None and not 0 <= port <= 65535:
+            parser.error(f"{option}: {port} is not a TCP port (0-65535)")
     tls_context = _tls_context(parser, args)
+    try:
+        limit_connections(args.max_connections)
+    except (ValueError, OSError) as exc:
+        parser.error(f"--max-connections: {args.max_connections}: cannot set the file limit: {exc}")
     faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
     flavor = peers.extender_flavor(args.flavor)
     prefix = args.prefix if args.prefix is not None else flavor.default_prefix
@@ -98,19 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     api = kubeclient.load_or_exit(parser, args.kubeconfig)
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer(
-        (args.address, args.port), state, Binder(state, api), prefix=prefix, trusted_clients=trusted, tls=tls_context
+        (args.address, args.port),
+        state,
+        Binder(state, api),
+        prefix=prefix,
+        trusted_clients=trusted,
+        deadline_s=args.deadline,
+        tls=tls_context,
+        health_address=(args.address, args.health_port) if args.health_port is not None else None,
     )
-    how = "HTTPS, verbs for the client CA's certificates only" if tls_context else "plain HTTP"
+    how = "HTTPS to the client CA's certificates only" if tls_context else "plain HTTP"
+    if args.health_port is not None:
+        how += f"; /healthz in plain HTTP on port {args.health_port}"
     logging.getLogger(__name__).info("%s", flavor.serving_line(args.address, args.port, prefix, how, args.policy))
     flavor.started(api)
     # As PID 1 of its container the process ignores SIGTERM unless it handles it, and
     # the kubelet would wait out the whole grace period before killing it.
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGTERM, lambda signum, frame: server.stop_soon())
+    signal.signal(signal.SIGINT, lambda signum, frame: server.stop_soon())
     try:
         server.serve_forever()
-    except (KeyboardInterrupt, SystemExit):
-        logging.getLogger(__name__).info("shutting down")
     finally:
+        logging.getLogger(__name__).info("shutting down")
         server.server_close()
     return 0
 
@@ -131,10 +176,6 @@ def _tls_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
         return server_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
     except TlsConfigError as exc:
         parser.error(str(exc))
-
-
-def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(0)
 
 
 if __name__ == "__main__":

@@ -1,308 +1,98 @@
-"""HTTP server speaking k8s.io/kube-scheduler/extender/v1 (Go field names, no tags).
+"""The extender over HTTP: an ASGI application served by Hypercorn.
 
 POST {prefix}/filter      ExtenderArgs -> ExtenderFilterResult
 POST {prefix}/prioritize  ExtenderArgs -> HostPriorityList
 POST {prefix}/bind        ExtenderBindingArgs -> ExtenderBindingResult
 GET  {prefix}/inspect[/<node>] (trusted clients only), GET /healthz
 
-Only the scheduler may call the verbs. With ``tls`` (the deployed extender), the
-server speaks HTTPS and a POST is served only on a connection whose client sent a
-certificate the extender's client CA signed (``gpushare_stack.extender.tls``): mutual
-TLS with kube-scheduler. Whatever the transport, a POST from an address outside
-``trusted_clients`` (default loopback, where the scheduler's extender configuration
-points) is answered 403 too, so a pod cannot bind pods by calling ``/bind`` itself. A
-request is bounded: its body (``MAX_BODY_BYTES``, a Content-Length required), the time
-a connection may sit idle or half-sent (``IDLE_TIMEOUT_S``), and the connections served
-at once (``MAX_CONNECTIONS``, more are answered 503); anything malformed is answered
-400 naming what is wrong, never a dropped connection.
+Only the scheduler may call the verbs. With ``tls`` (the deployed extender) the port
+speaks HTTPS and the handshake requires a client certificate the extender's client CA
+signed (``gpushare_stack.extender.tls``): mutual TLS with kube-scheduler, and any other
+client is refused by a TLS alert before a byte of HTTP is read. The kubelet's probes,
+which send no certificate, read ``/healthz`` on a second, plain listener
+(``health_address``) that serves nothing else. Whatever the transport, a POST from an
+address outside ``trusted_clients`` (default loopback, where the scheduler's extender
+configuration points) is answered 403, so a pod cannot bind pods by calling ``/bind``.
 
-A scheduler without nodeCacheCapable sends every candidate Node object (a NodeList of
-megabytes) with each filter and expects the kept ones back. The server reads such a
-request with msgspec: one pass keeps each node as its raw JSON (msgspec.Raw, a view
-of the request body), a second reads only a node's name, card annotation and
-capacity (and only for a node whose exact JSON it has not read before); the reply
-writes the kept nodes' raw JSON back unchanged. No node object is built as Python
-dicts or serialised again.
+A client cannot hold the extender: Hypercorn's event loop costs a connection memory,
+not a thread; the connections open at once are bounded (``limit_connections``: the
+loop stops accepting at the process's file limit and the rest wait in the backlog),
+and every phase has a deadline (``deadline_s``): the TLS
+handshake, the request head from the connection's start (or the previous answer; a
+head dribbled a byte at a time is cut off all the same), and the body from the head.
+A head is at most ``MAX_HEAD_BYTES`` and ``MAX_HEADERS`` fields (431 past either), a
+body ``MAX_BODY_BYTES`` with a Content-Length (413, 411), and a refused client's body
+is never read. Anything malformed is answered 400 naming what is wrong. The wire types
+are ``gpushare_stack.extender.wire``; the decisions run in worker threads, so a long
+decode never stalls the connections the loop serves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
+import os
+import resource
 import socket
 import ssl
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-import msgspec
-from msgspec import UNSET, UnsetType
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
 
 from gpushare_stack import contract
-from gpushare_stack.extender.nodes import MISSING, NodeSource, card_source
+from gpushare_stack.extender import wire
 from gpushare_stack.extender.state import ClusterState
-from gpushare_stack.extender.tls import has_verified_client_certificate
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 << 20  # a NodeList of 1,000 nodes is a few MB
-IDLE_TIMEOUT_S = 30.0  # a connection idle, or a request half-sent, this long is closed
-MAX_CONNECTIONS = 256
-LISTEN_BACKLOG = 256
+MAX_HEAD_BYTES = 16 << 10  # request line and headers; a scheduler sends a few hundred bytes
+MAX_HEADERS = 64
+DEADLINE_S = 10.0  # for a handshake, a request head, a body; and a connection idle this long is closed
+LISTEN_BACKLOG = 1024
+MAX_CONNECTIONS = 1024  # x 320 KiB for a TLS handshake in progress: well under the Deployment's 1 GiB
+SPARE_FILES = 64  # descriptors beyond the connections: the listeners, the API client, libraries
 LOOPBACK = ("127.0.0.0/8", "::1/128")
-TLS_HANDSHAKE_RECORD = b"\x16"  # the first byte a TLS client sends
-_PLAIN_HTTP_BODY = b'{"Error": "gpushare: this port speaks HTTPS with client certificates (mutual TLS), not HTTP"}'
-PLAIN_HTTP_ANSWER = (
-    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n"
-    + f"Content-Length: {len(_PLAIN_HTTP_BODY)}\r\n\r\n".encode()
-    + _PLAIN_HTTP_BODY
-)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class BindBackend(Protocol):
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> Any: ...
+class _Answer(Exception):
+    """An answer decided before the verb runs (a refusal, a bad body)."""
+
+    def __init__(self, status: int, body: Any, close: bool = False) -> None:
+        super().__init__(status)
+        self.status, self.body, self.close = status, body, close
 
 
-class WireError(ValueError):
-    """A request body that does not follow the extender wire types."""
-
-
-def _field(body: dict[str, Any], name: str, kind: type, where: str) -> Any:
-    value = body.get(name)
-    if not isinstance(value, kind):
-        raise WireError(f"gpushare: {where}.{name} must be a {kind.__name__}, got {value!r}")
-    return value
-
-
-# ---- reading ExtenderArgs ---------------------------------------------------------
-# One pass over the body splits the NodeList into each node's raw JSON; a second,
-# per node not seen before, reads the few fields the filter needs and skips the rest. Decoders are
-# built once; msgspec holds the GIL for a whole decode or encode, so the server's
-# threads share them. The structs are not tracked by the garbage collector (gc=False:
-# they hold no cycles), so a request of a thousand nodes adds no collector work.
-
-
-class _NodeList(msgspec.Struct, gc=False):
-    """v1.NodeList with each field and each node kept raw (absent fields stay absent)."""
-
-    kind: msgspec.Raw | UnsetType = UNSET
-    apiVersion: msgspec.Raw | UnsetType = UNSET  # noqa: N815 (wire name)
-    metadata: msgspec.Raw | UnsetType = UNSET
-    items: list[msgspec.Raw] | None = None
-
-
-class _Args(msgspec.Struct, gc=False):
-    Pod: Any = None
-    Nodes: _NodeList | None = None
-    NodeNames: Any = None
-
-
-class _Annotations(msgspec.Struct, gc=False):
-    cards: str | UnsetType = msgspec.field(default=UNSET, name=contract.NODE_CARDS_ANNOTATION)
-
-
-class _Capacity(msgspec.Struct, gc=False):
-    mem: Any = msgspec.field(default=UNSET, name=contract.RESOURCE_MEM)
-    count: Any = msgspec.field(default=UNSET, name=contract.RESOURCE_COUNT)
-
-
-class _NodeMeta(msgspec.Struct, gc=False):
-    name: str = ""
-    annotations: _Annotations | None = None
-
-
-class _NodeStatus(msgspec.Struct, gc=False):
-    capacity: _Capacity | None = None
-
-
-class _NodeView(msgspec.Struct, gc=False):
-    """The parts of a v1.Node the filter reads; every other field is skipped."""
-
-    metadata: _NodeMeta | None = None
-    status: _NodeStatus | None = None
-
-
-_ARGS = msgspec.json.Decoder(_Args)
-_NODE = msgspec.json.Decoder(_NodeView)
-_ANY = msgspec.json.Decoder()
-_ENCODER = msgspec.json.Encoder()
-
-# What each node object read as, by its exact JSON: between two scheduling cycles
-# most nodes are sent byte for byte as before, and a lookup costs a copy and a hash
-# of the bytes instead of a decode. A changed node (any field) is new bytes, read
-# afresh. Shared by the server's threads: a lost race only decodes twice.
-_SOURCES: dict[bytes, NodeSource] = {}
-_SOURCES_SLACK = 1024  # kept beyond four entries per node of the latest request
-
-
-def _node_sources(raw_nodes: list[msgspec.Raw]) -> list[NodeSource]:
-    if len(_SOURCES) > 4 * len(raw_nodes) + _SOURCES_SLACK:
-        _SOURCES.clear()  # old versions of nodes; start over
-    sources = []
-    for raw in raw_nodes:
-        key = bytes(raw)
-        ref = _SOURCES.get(key)
-        if ref is None:
-            ref = _SOURCES[key] = _node_source(_NODE.decode(key))
-        sources.append(ref)
-    return sources
-
-
-def _node_source(view: _NodeView) -> NodeSource:
-    meta, status = view.metadata, view.status
-    if meta is None:
-        name, annotation = "", None
-    else:
-        name = meta.name
-        annotation = meta.annotations.cards if meta.annotations is not None else UNSET
-        annotation = None if annotation is UNSET else annotation
-    if annotation is None and status is not None and status.capacity is not None:
-        capacity = status.capacity
-        return NodeSource(
-            name,
-            card_source(
-                None,
-                MISSING if capacity.mem is UNSET else capacity.mem,
-                MISSING if capacity.count is UNSET else capacity.count,
-            ),
-        )
-    return NodeSource(name, card_source(annotation))
-
-
-@dataclass
-class ExtenderArgs:
-    """A decoded ExtenderArgs: the pod, and either the node names or the node objects
-    (each kept as its raw JSON beside what the filter reads of it)."""
-
-    pod: dict[str, Any]
-    names: list[Any] | None = None  # NodeNames (nodeCacheCapable)
-    node_list: _NodeList | None = None  # Nodes, raw
-    sources: list[NodeSource] | None = None  # one per raw node
-
-    @property
-    def node_names(self) -> list[Any]:
-        if self.names is not None:
-            return self.names
-        return [ref.name for ref in self.sources or ()]
-
-
-def _flavor_node_sources(raw_nodes: list[msgspec.Raw], flavor: Any) -> list[NodeSource]:
-    """Node sources read by a peer flavor's own node reader (gpushare_stack/peers)."""
-    sources = []
-    for raw in raw_nodes:
-        node = _ANY.decode(bytes(raw))
-        if not isinstance(node, dict):
-            raise WireError(f"gpushare: ExtenderArgs.Nodes holds a node that is not a v1.Node: {node!r}")
-        sources.append(flavor.node_source(node))
-    return sources
-
-
-def decode_extender_args(body: bytes, flavor: Any = None) -> ExtenderArgs:
-    """Read ExtenderArgs; WireError names what does not follow the wire types.
-    ``flavor``: the extender's flavor, when it reads node objects its own way."""
-    try:
-        args = _ARGS.decode(body)
-    except msgspec.DecodeError as exc:
-        raise WireError(f"gpushare: bad request body: {exc}") from None
-    pod = args.Pod
-    if not isinstance(pod, dict):
-        raise WireError(f"gpushare: ExtenderArgs.Pod must be a dict, got {pod!r}")
-    if args.NodeNames is not None:
-        if not isinstance(args.NodeNames, list):
-            raise WireError(f"gpushare: ExtenderArgs.NodeNames must be a list, got {args.NodeNames!r}")
-        return ExtenderArgs(pod, names=args.NodeNames)
-    if args.Nodes is None:
-        raise WireError("gpushare: ExtenderArgs.Nodes must be a dict, got None")
-    try:
-        if flavor is None or flavor.fast_node_view:
-            sources = _node_sources(args.Nodes.items or [])
-        else:
-            sources = _flavor_node_sources(args.Nodes.items or [], flavor)
-    except msgspec.DecodeError as exc:
-        raise WireError(f"gpushare: ExtenderArgs.Nodes holds a node that is not a v1.Node: {exc}") from None
-    return ExtenderArgs(pod, node_list=args.Nodes, sources=sources)
-
-
-def filter_result(state: ClusterState, args: ExtenderArgs) -> dict[str, Any]:
-    """ExtenderFilterResult for ExtenderArgs (NodeNames when nodeCacheCapable, else Nodes)."""
-    if args.names is not None:
-        outcome = state.filter(args.pod, args.names)
-        return {
-            "Nodes": None,
-            "NodeNames": outcome.fits,
-            "FailedNodes": outcome.failed,
-            "FailedAndUnresolvableNodes": outcome.unresolvable,
-            "Error": "",
-        }
-    node_list, sources = args.node_list or _NodeList(), args.sources or []
-    outcome = state.filter(args.pod, sources)
-    keep = set(outcome.fits)
-    # The kept nodes go back as the scheduler sent them: their raw JSON, in its order.
-    kept = [raw for raw, ref in zip(node_list.items or (), sources, strict=True) if ref.name in keep]
-    return {
-        "Nodes": msgspec.structs.replace(node_list, items=kept),
-        "NodeNames": None,
-        "FailedNodes": outcome.failed,
-        "FailedAndUnresolvableNodes": outcome.unresolvable,
-        "Error": "",
-    }
-
-
-def prioritize_result(state: ClusterState, args: ExtenderArgs) -> list[dict[str, Any]]:
-    return [{"Host": host, "Score": score} for host, score in state.prioritize(args.pod, args.node_names)]
-
-
-def bind_result(backend: BindBackend | None, args: dict[str, Any]) -> dict[str, str]:
-    where = "ExtenderBindingArgs"
-    name = _field(args, "PodName", str, where)
-    namespace = _field(args, "PodNamespace", str, where)
-    uid = _field(args, "PodUID", str, where)
-    node = _field(args, "Node", str, where)
-    if backend is None:
-        return {"Error": "gpushare: this extender runs without an API client and cannot bind"}
-    try:
-        backend.bind(namespace, name, uid, node)
-    except Exception as exc:  # the scheduler shows Error on the pod and retries
-        log.warning("bind %s/%s to %s failed: %s", namespace, name, node, exc)
-        return {"Error": str(exc)}
-    return {"Error": ""}
-
-
-def _decode_object(body: bytes) -> dict[str, Any]:
-    try:
-        args = _ANY.decode(body)
-    except msgspec.DecodeError as exc:
-        raise WireError(f"gpushare: bad request body: {exc}") from None
-    if not isinstance(args, dict):
-        raise WireError(f"gpushare: bad request body: request body must be a JSON object, got {type(args).__name__}")
-    return args
-
-
-class ExtenderServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = LISTEN_BACKLOG
+class ExtenderApp:
+    """The ASGI application: routing, refusals and the body's deadline; the verbs
+    themselves (``wire``) run in worker threads."""
 
     def __init__(
         self,
-        address: tuple[str, int],
         state: ClusterState,
-        binder: BindBackend | None,
-        prefix: str = contract.EXTENDER_PREFIX,
-        trusted_clients: Sequence[str] = LOOPBACK,
-        max_connections: int = MAX_CONNECTIONS,
-        idle_timeout_s: float = IDLE_TIMEOUT_S,
-        tls: ssl.SSLContext | None = None,
+        binder: wire.BindBackend | None,
+        prefix: str,
+        trusted_clients: Sequence[str],
+        deadline_s: float,
+        tls: bool,
+        health_port: int | None,
     ) -> None:
         self.state = state
-        self.tls = tls
         self.binder = binder
         self.prefix = prefix.rstrip("/")
         self.trusted = [ipaddress.ip_network(c, strict=False) for c in trusted_clients]
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self.idle_timeout_s = idle_timeout_s
-        super().__init__(address, _Handler)
+        self.deadline_s = deadline_s
+        self.tls = tls
+        self.health_port = health_port
 
     def trusts(self, host: str) -> bool:
         try:
@@ -313,196 +103,263 @@ class ExtenderServer(ThreadingHTTPServer):
             addr = addr.ipv4_mapped
         return any(addr in net for net in self.trusted)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection, at most ``max_connections`` at once; the next is
-        answered 503 and closed at once (no thread, no read)."""
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                    b'Content-Length: 49\r\n\r\n{"Error": "gpushare: too many connections, retry"}'
-                )
-            except OSError:
-                pass
-            self.shutdown_request(request)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
             return
         try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+            status, body = await self._answer(scope, receive)
+            close = False
+        except _Answer as answer:
+            status, body, close = answer.status, answer.body, answer.close
+        data = wire.encode(body)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        """Serve one connection; with ``tls``, the handshake comes first, in this
-        connection's own thread and bounded by the idle timeout, so a client that
-        never finishes it holds one slot for at most that long, never the accept loop."""
-        if self.tls is None:
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(self.idle_timeout_s)
-        try:
-            first = request.recv(1, socket.MSG_PEEK)
-        except OSError:
-            return
-        if first and first != TLS_HANDSHAKE_RECORD:
-            # Plain HTTP on the TLS port: say so, as a 400, instead of a reset.
-            try:
-                request.sendall(PLAIN_HTTP_ANSWER)
-            except OSError:
-                pass
-            return
-        try:
-            wrapped = self.tls.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
-            log.warning("TLS handshake with %s failed: %s", client_address[0], exc)
-            return
-        try:
-            super().finish_request(wrapped, client_address)
-        finally:
-            try:
-                wrapped.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            wrapped.close()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ExtenderServer
-    protocol_version = "HTTP/1.1"
-    timeout = IDLE_TIMEOUT_S  # per socket read: an idle or half-sent request is dropped
-
-    def setup(self) -> None:
-        self.timeout = self.server.idle_timeout_s
-        super().setup()
-
-    disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
-
-    def log_message(self, fmt: str, *args: Any) -> None:
-        log.debug("%s " + fmt, self.address_string(), *args)
-
-    def _send(self, status: int, body: Any) -> None:
-        data = _ENCODER.encode(body)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-        prefix = self.server.prefix
-        path = self.path.split("?", 1)[0].rstrip("/")
+    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
+        started = time.monotonic()
+        path = scope["path"].rstrip("/")
+        client = (scope.get("client") or ("", 0))[0]
+        if len(scope["headers"]) > MAX_HEADERS:
+            raise _Answer(431, {"Error": f"gpushare: more than {MAX_HEADERS} header fields"}, close=True)
+        on_health_port = self.health_port is not None and (scope.get("server") or ("", 0))[1] == self.health_port
         if path == "/healthz":
-            synced = self.server.state.synced.is_set()
-            self._send(200 if synced else 503, {"synced": synced})
-        elif path.startswith(f"{prefix}/inspect") and not getattr(self.server.state.flavor, "serves_inspect", True):
-            self._send(404, {"error": f"gpushare: no such path {self.path!r}"})
-        elif path.startswith(f"{prefix}/inspect") and not self.server.trusts(self.client_address[0]):
-            # Which pods hold which cards is every tenant's business but not every pod's.
-            self._send(
-                403, {"error": f"gpushare: inspect is served to trusted clients only, not {self.client_address[0]}"}
-            )
-        elif path == f"{prefix}/inspect":
-            self._send(200, self.server.state.inspect())
-        elif path.startswith(f"{prefix}/inspect/"):
-            node = path[len(prefix) + len("/inspect/") :]
-            try:
-                self._send(200, self.server.state.inspect(node))
-            except KeyError:
-                self._send(404, {"error": f"gpushare: node {node!r} is not in the extender's cache"})
-        else:
-            self._send(404, {"error": f"gpushare: no such path {self.path!r}"})
-
-    def _body(self) -> bytes | None:
-        """The request body, or None once an error answer was sent."""
-        if self.headers.get("Transfer-Encoding"):
-            self._send(411, {"Error": "gpushare: send the body with a Content-Length, not Transfer-Encoding"})
-            self.close_connection = True
-            return None
-        text = self.headers.get("Content-Length")
-        if text is None:
-            self._send(411, {"Error": "gpushare: Content-Length is required"})
-            self.close_connection = True
-            return None
-        if not text.strip().isdigit():
-            self._send(400, {"Error": f"gpushare: Content-Length {text!r} is not a byte count"})
-            self.close_connection = True
-            return None
-        length = int(text)
-        if length > MAX_BODY_BYTES:
-            self._send(413, {"Error": f"gpushare: body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"})
-            self.close_connection = True
-            return None
-        raw = self.rfile.read(length)
-        if len(raw) < length:
-            self.close_connection = True  # the peer went away mid-body: nothing to answer
-            return None
-        return raw
-
-    def _refusal(self) -> tuple[str, str] | None:
-        """Why this connection may not call the verbs (the answer, the log's reason), or None."""
-        if not self.server.trusts(self.client_address[0]):
-            return f"gpushare: {self.client_address[0]} may not call the scheduler's verbs", "not a trusted client"
-        if self.server.tls is not None and not has_verified_client_certificate(self.connection):
-            return (
-                "gpushare: only kube-scheduler may call the verbs: present a client certificate "
-                "that the extender's client CA signed",
-                "no client certificate",
-            )
-        return None
-
-    def do_POST(self) -> None:  # noqa: N802
-        prefix = self.server.prefix
-        verb = self.path.split("?", 1)[0].rstrip("/")
-        refusal = self._refusal()
-        if refusal is not None:
-            error, reason = refusal
-            self._send(403, {"Error": error})
-            self.close_connection = True
-            log.warning("refused POST %s from %s (%s)", verb, self.client_address[0], reason)
-            return
-        raw = self._body()
-        if raw is None:
-            return
-        flavor = self.server.state.flavor
-
-        def read_args(body: bytes) -> ExtenderArgs:
-            return decode_extender_args(body, flavor)
-
-        handlers = {
-            f"{prefix}/filter": (read_args, lambda a: filter_result(self.server.state, a)),
-            f"{prefix}/prioritize": (read_args, lambda a: prioritize_result(self.server.state, a)),
-            f"{prefix}/bind": (_decode_object, lambda a: bind_result(self.server.binder, a)),
+            synced = self.state.synced.is_set()
+            return (200 if synced else 503), {"synced": synced}
+        if on_health_port:  # the probes' plain listener serves nothing else
+            raise _Answer(404, {"error": f"gpushare: this port serves /healthz only, not {scope['path']!r}"})
+        if scope["method"] == "GET":
+            return self._get(path, client)
+        if scope["method"] != "POST":
+            raise _Answer(405, {"Error": f"gpushare: method {scope['method']} is not served"}, close=True)
+        if not self.trusts(client):
+            log.warning("refused POST %s from %s (not a trusted client)", path, client)
+            raise _Answer(403, {"Error": f"gpushare: {client} may not call the scheduler's verbs"}, close=True)
+        handlers: dict[str, Callable[[bytes], Any]] = {
+            f"{self.prefix}/filter": self._filter,
+            f"{self.prefix}/prioritize": self._prioritize,
+            f"{self.prefix}/bind": self._bind,
         }
-        decode, handler = handlers.get(verb, (None, None))
-        if decode is None or handler is None:
-            self._send(404, {"Error": f"gpushare: no such verb {self.path!r}"})
-            return
-        try:
-            args = decode(raw)
-        except WireError as exc:
-            self._send(400, {"Error": str(exc)})
-            return
-        except (RecursionError, MemoryError, ValueError, TypeError) as exc:
-            self._send(400, {"Error": f"gpushare: bad request body: {type(exc).__name__}: {str(exc)[:200]}"})
-            return
-        if not self.server.state.synced.is_set() and not verb.endswith("/prioritize"):
+        handler = handlers.get(path)
+        if handler is None:
+            raise _Answer(404, {"Error": f"gpushare: no such verb {scope['path']!r}"})
+        raw = await self._body(scope, receive, started)
+        if not self.state.synced.is_set() and not path.endswith("/prioritize"):
             # Before the cache holds every pod's annotations a bind could double-book.
-            self._send(200, {"Error": "gpushare: extender cache not synced yet"})
-            return
+            return 200, {"Error": "gpushare: extender cache not synced yet"}
+        return await asyncio.to_thread(self._run, path, handler, raw)
+
+    def _get(self, path: str, client: str) -> tuple[int, Any]:
+        prefix = self.prefix
+        inspect = f"{prefix}/inspect"
+        if path.startswith(inspect) and not getattr(self.state.flavor, "serves_inspect", True):
+            raise _Answer(404, {"error": f"gpushare: no such path {path!r}"})
+        if path.startswith(inspect) and not self.trusts(client):
+            # Which pods hold which cards is every tenant's business but not every pod's.
+            raise _Answer(403, {"error": f"gpushare: inspect is served to trusted clients only, not {client}"})
+        if path == inspect:
+            return 200, self.state.inspect()
+        if path.startswith(f"{inspect}/"):
+            node = path[len(inspect) + 1 :]
+            try:
+                return 200, self.state.inspect(node)
+            except KeyError:
+                raise _Answer(404, {"error": f"gpushare: node {node!r} is not in the extender's cache"}) from None
+        raise _Answer(404, {"error": f"gpushare: no such path {path!r}"})
+
+    async def _body(self, scope: Scope, receive: Receive, started: float) -> bytes:
+        """The request body, read within the deadline; a missing or oversized length is
+        answered before a byte of it is read."""
+        headers = {name.lower(): value for name, value in scope["headers"]}
+        if b"transfer-encoding" in headers:
+            raise _Answer(
+                411, {"Error": "gpushare: send the body with a Content-Length, not Transfer-Encoding"}, close=True
+            )
+        text = headers.get(b"content-length")
+        if text is None:
+            raise _Answer(411, {"Error": "gpushare: Content-Length is required"}, close=True)
+        length = int(text)  # the HTTP parser has checked it is a number
+        if length > MAX_BODY_BYTES:
+            raise _Answer(
+                413, {"Error": f"gpushare: body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"}, close=True
+            )
+        chunks: list[bytes] = []
         try:
-            self._send(200, handler(args))
-        except WireError as exc:
-            self._send(400, {"Error": str(exc)})
-        except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as exc:
+            async with asyncio.timeout_at(asyncio.get_running_loop().time() + self.deadline_s):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise _Answer(400, {"Error": "gpushare: the client went away mid-body"}, close=True)
+                    chunks.append(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            got = sum(map(len, chunks))
+            raise _Answer(
+                408,
+                {"Error": f"gpushare: {got} of {length} body bytes came in {self.deadline_s:g} s; send it faster"},
+                close=True,
+            ) from None
+        return b"".join(chunks)
+
+    def _run(self, path: str, handler: Callable[[bytes], Any], raw: bytes) -> tuple[int, Any]:
+        verb = path.rsplit("/", 1)[-1]
+        try:
+            return 200, handler(raw)
+        except wire.WireError as exc:
+            return 400, {"Error": str(exc)}
+        except (RecursionError, MemoryError) as exc:
+            return 400, {"Error": f"gpushare: bad request body: {type(exc).__name__}: {str(exc)[:200]}"}
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             # A well-formed JSON body of the wrong shape (a pod without metadata, ...).
-            log.warning("%s: malformed request: %r", verb, exc)
-            self._send(400, {"Error": f"gpushare: malformed {verb.rsplit('/', 1)[-1]} request: {exc!r}"[:500]})
+            log.warning("%s: malformed request: %r", path, exc)
+            return 400, {"Error": f"gpushare: malformed {verb} request: {exc!r}"[:500]}
         except Exception as exc:
-            log.exception("%s failed", verb)
-            self._send(500, {"Error": f"gpushare: {verb.rsplit('/', 1)[-1]} failed: {exc!r}"[:500]})
+            log.exception("%s failed", path)
+            return 500, {"Error": f"gpushare: {verb} failed: {exc!r}"[:500]}
+
+    def _args(self, raw: bytes) -> wire.ExtenderArgs:
+        try:
+            return wire.decode_extender_args(raw, self.state.flavor)
+        except (RecursionError, MemoryError, ValueError, TypeError) as exc:
+            if isinstance(exc, wire.WireError):
+                raise
+            raise wire.WireError(f"gpushare: bad request body: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+    def _filter(self, raw: bytes) -> Any:
+        return wire.filter_result(self.state, self._args(raw))
+
+    def _prioritize(self, raw: bytes) -> Any:
+        return wire.prioritize_result(self.state, self._args(raw))
+
+    def _bind(self, raw: bytes) -> Any:
+        return wire.bind_result(self.binder, wire.decode_object(raw))
+
+
+class _Config(Config):
+    """Hypercorn's configuration with the extender's own TLS context (client
+    certificates required), rather than one it builds from file names."""
+
+    def __init__(self, tls: ssl.SSLContext | None) -> None:
+        super().__init__()
+        self._tls = tls
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self._tls is not None
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        return self._tls
+
+
+def limit_connections(connections: int) -> None:
+    """Bound the connections open at once, so their memory is bounded: the process's
+    file limit becomes ``connections`` plus a few spare. At the limit the event loop
+    pauses accepting (a second at a time) and new clients wait in the listen backlog,
+    while the ones it holds are cut off at their deadlines."""
+    wanted = connections + SPARE_FILES
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and wanted > hard:
+        raise ValueError(f"{wanted} files are over the process's hard limit of {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _listen(address: tuple[str, int]) -> socket.socket:
+    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(address)
+    sock.listen(LISTEN_BACKLOG)
+    return sock
+
+
+class ExtenderServer:
+    """The listening sockets (bound at construction, so port 0 is known at once) and
+    the Hypercorn loop that serves them; ``serve_forever`` blocks until ``shutdown``."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        state: ClusterState,
+        binder: wire.BindBackend | None,
+        prefix: str = contract.EXTENDER_PREFIX,
+        trusted_clients: Sequence[str] = LOOPBACK,
+        deadline_s: float = DEADLINE_S,
+        tls: ssl.SSLContext | None = None,
+        health_address: tuple[str, int] | None = None,
+    ) -> None:
+        self.state = state
+        self.binder = binder
+        self.socket = _listen(address)
+        self.server_address = self.socket.getsockname()
+        self.health_socket = _listen(health_address) if health_address else None
+        self.health_address = self.health_socket.getsockname() if self.health_socket else None
+        self.app = ExtenderApp(
+            state,
+            binder,
+            prefix,
+            trusted_clients,
+            deadline_s,
+            tls is not None,
+            self.health_address[1] if self.health_address else None,
+        )
+        if tls is not None:
+            tls.set_alpn_protocols(["http/1.1"])  # one parser with the limits above, not HTTP/2's
+        config = _Config(tls)
+        # Hypercorn serves what it is handed: duplicates of the bound sockets' descriptors.
+        config.bind = [f"fd://{os.dup(self.socket.fileno())}"]
+        if self.health_socket is not None:
+            config.insecure_bind = [f"fd://{os.dup(self.health_socket.fileno())}"]
+        config.keep_alive_timeout = deadline_s  # from the connection (or last answer) to a full head
+        config.read_timeout = 2 * deadline_s  # a last stop; the body's own deadline answers 408 first
+        config.ssl_handshake_timeout = deadline_s
+        config.h11_max_incomplete_size = MAX_HEAD_BYTES
+        config.backlog = LISTEN_BACKLOG
+        config.graceful_timeout = 1.0
+        config.accesslog = None
+        config.include_server_header = False
+        config.errorlog = logging.getLogger("gpushare_stack.extender.hypercorn")  # the process's own logging
+        self.config = config
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._done = threading.Event()
+
+    def serve_forever(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        finally:
+            self._done.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._ready.set()
+        await serve(self.app, self.config, shutdown_trigger=self._stop.wait, mode="asgi")
+
+    def stop_soon(self) -> None:
+        """Ask the loop to stop (from any thread or a signal handler); returns at once."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop serving and wait for ``serve_forever`` to return (from another thread)."""
+        if not self._ready.wait(timeout):
+            return
+        self.stop_soon()
+        self._done.wait(timeout)
+
+    def server_close(self) -> None:
+        self.socket.close()
+        if self.health_socket is not None:
+            self.health_socket.close()

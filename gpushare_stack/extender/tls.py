@@ -3,12 +3,12 @@ the extender's client CA signed, may call its verbs.
 
 kube-scheduler's extender configuration (``enableHTTPS: true`` and ``tlsConfig`` with
 the CA that signed the extender's serving certificate, and its own client certificate
-and key) is the one caller the extender serves. The handshake *asks* for a client
-certificate and verifies one that is sent (a certificate another CA signed, or one
-not made for client authentication, fails the handshake); a connection without one
-is let in only for the GETs (``/healthz`` for the kubelet's probes, which never send
-a certificate, and ``/inspect``), and every POST on it is answered 403. The listening
-address and the network policy stay a second line, not the first.
+and key) is the one caller the extender serves. The handshake *requires* a client
+certificate the client CA signed for client authentication: any other client (none
+sent, another CA, a server certificate) is refused by a TLS alert before a byte of
+HTTP is read. The kubelet's probes, which never send a certificate, read ``/healthz``
+on the extender's plain health listener instead. The listening address and the
+network policy stay a second line, not the first.
 """
 
 from __future__ import annotations
@@ -43,18 +43,5 @@ def server_context(cert_file: str | Path, key_file: str | Path, client_ca_file: 
         context.load_verify_locations(cafile=str(client_ca_file))
     except (ssl.SSLError, OSError) as exc:
         raise TlsConfigError(f"--client-ca-file {str(client_ca_file)!r}: not a PEM CA certificate: {exc}") from None
-    # Asked, verified when sent, optional: the kubelet's HTTPS probes send none.
-    context.verify_mode = ssl.CERT_OPTIONAL
+    context.verify_mode = ssl.CERT_REQUIRED
     return context
-
-
-def has_verified_client_certificate(connection: object) -> bool:
-    """Whether ``connection`` is a TLS socket whose peer sent a certificate the client CA
-    verified (with CERT_OPTIONAL, ``getpeercert()`` is empty when none was sent)."""
-    getpeercert = getattr(connection, "getpeercert", None)
-    if getpeercert is None:
-        return False
-    try:
-        return bool(getpeercert())
-    except (ValueError, ssl.SSLError):
-        return False
