@@ -22,7 +22,7 @@ import pytest
 from gpushare_conformance import calibration, names
 from gpushare_conformance.allocation import Verdict, card_totals_mib, check_card_total
 from gpushare_conformance.dra_request import CLAIM_REFERENCE
-from gpushare_conformance.fixtures.framework import dra, extender, podstate, submit
+from gpushare_conformance.fixtures.framework import dra, evidence, extender, podstate, submit
 from gpushare_conformance.fixtures.framework import verdicts as v
 from gpushare_conformance.fixtures.framework.evidence import ProgramMissing
 
@@ -495,3 +495,158 @@ def test_a_pod_cannot_read_other_pods_from_the_extender(suite):
     said = codes or "every address refused the pod's connection"
     detail = f"answers naming pod {suite.namespace}/{neighbour}: {', '.join(leaks) or 'none'} (of {said})"
     suite.expect(Verdict(check, "no answer names another pod", f"{len(leaks)} naming it", not leaks, detail))
+
+
+# A pod holding connections open to every address of the extender: heads dribbled a
+# byte at a time, bodies stopped half-way, heads of 60 KB, TLS handshakes never
+# finished, a byte more on each every few seconds; and, every few seconds, a fresh
+# connection to each address that must be answered (any bytes, or a close) within
+# PROBE_TIMEOUT_S, as the scheduler's next connection would be. Prints what it holds.
+STALL = r"""
+import socket, ssl, sys, time
+hold_s, count = float(sys.argv[1]), int(sys.argv[2])
+targets = [(h, int(p)) for h, p in (t.rsplit(":", 1) for t in sys.argv[3:])]
+start = time.monotonic()
+stamp = lambda: f"{time.monotonic() - start:5.1f}s"
+firsts = [
+    b"POST /filter HTTP/1.1\r\nHost: x\r\n",
+    b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{",
+    b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60000,
+    b"\x16\x03\x01",
+]
+held, refused, cut = [], {}, 0
+for i in range(count):
+    target = targets[i % len(targets)]
+    try:
+        sock = socket.create_connection(target, timeout=2)
+    except OSError as exc:
+        refused[target] = repr(exc)[:120]
+        continue
+    sock.settimeout(2)
+    try:
+        sock.sendall(firsts[i % len(firsts)])
+    except OSError:
+        cut += 1  # the server answered or closed it already
+        sock.close()
+        continue
+    held.append(sock)
+print(stamp(), "held", len(held), "of", count, "connections to", len(targets), "addresses;", cut, "cut at once;",
+      "refused:", "; ".join(f"{h}:{p} {why}" for (h, p), why in refused.items()) or "none", flush=True)
+PROBE = 5.0
+insecure = ssl.create_default_context()
+insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+def probe(target):
+    try:
+        sock = socket.create_connection(target, timeout=PROBE)
+    except OSError as exc:
+        return "refused " + repr(exc)[:80]
+    sock.settimeout(PROBE)
+    try:
+        try:
+            insecure.wrap_socket(sock).close()
+            return "answered (TLS handshake)"
+        except ssl.SSLError as exc:
+            return "answered (" + repr(exc)[:60] + ")"
+    except socket.timeout:
+        return "no answer in %gs" % PROBE
+    except OSError as exc:
+        return "answered (closed: " + repr(exc)[:60] + ")"
+    finally:
+        sock.close()
+while time.monotonic() - start < hold_s:
+    for target in targets:
+        if target not in refused:
+            print(stamp(), "probe", "%s:%d" % target, probe(target), flush=True)
+    still = 0
+    for sock in held:
+        try:
+            sock.send(b"a")
+            still += 1
+        except OSError:
+            pass
+    print(stamp(), "still open", still, "of", len(held), flush=True)
+    time.sleep(3)
+"""
+STALL_CONNECTIONS = 300  # past the thread or connection pools of common servers
+STALL_HOLD_S = 45
+STALL_BOUND_S = 30.0  # a share pod submitted during the attack must be running by then
+
+
+def test_a_pod_holding_connections_open_cannot_stall_the_extender(suite):
+    """The scheduler's extender keeps answering while a pod holds hundreds of slow and
+    oversized connections open to every address of it: a share pod submitted meanwhile
+    runs, fresh connections to each address are answered, and the extender is not
+    restarted (a memory limit exceeded, a liveness probe unanswered)."""
+    profile = suite.profile
+    check = "extender_answers_while_held"
+    if not profile.extender_selector:
+        suite.not_applicable(check, f"stack {profile.name} has no scheduler extender to hold")
+        return
+    found = extender.extender_addresses(suite.kube, profile)
+    if not found:
+        pytest.skip(suite.not_judged(check, f"no running extender pod ({profile.extender_selector}) with an address"))
+    targets = sorted({a.hostport for a in found})
+    restarts = _extender_restarts(suite)
+    with allure.step(f"A pod asking no GPU holds {STALL_CONNECTIONS} connections open to {', '.join(targets)}"):
+        attacker = _no_gpu_pod(suite, "holder")
+        attacker["spec"]["containers"][0]["command"] = [
+            "python3",
+            "-c",
+            STALL,
+            str(STALL_HOLD_S),
+            str(STALL_CONNECTIONS),
+            *targets,
+        ]
+        submit.create(suite.kube, suite.namespace, attacker)
+        suite.wait_running("holder")
+        evidence.wait_for_log(
+            suite.kube, suite.namespace, "holder", lambda text: " held " in text, timeout=60, what="connections held"
+        )
+    with allure.step(f"A {SHARE_GIB} GiB share pod is submitted while they are held"):
+        started = time.monotonic()
+        pod = suite.submit_share_pod("while-held", SHARE_GIB, None)
+        try:
+            suite.wait_running(pod)
+            running_s: float | None = time.monotonic() - started
+        except Exception as exc:  # never running: the figure says so
+            running_s = None
+            allure.attach(repr(exc)[:2000], "share pod", allure.attachment_type.TEXT)
+    log = evidence.wait_for_log(
+        suite.kube, suite.namespace, "holder", lambda text: " still open " in text, timeout=60, what="a probe round"
+    )
+    allure.attach(log, "what the holding pod saw", allure.attachment_type.TEXT)
+    after = _extender_restarts(suite)
+    held = re.search(r" held (\d+) of (\d+) .*refused: (.*)", log)
+    probes = re.findall(r" probe (\S+) (.*)", log)
+    silent = [f"{target} {said}" for target, said in probes if said.startswith("no answer")]
+    answered = sum(1 for _, said in probes if said.startswith("answered"))
+    restarted = {name: after.get(name, 0) - count for name, count in restarts.items() if after.get(name, 0) > count}
+    ran = f"running in {running_s:.1f} s" if running_s is not None else "never running"
+    actual = (
+        f"share pod {ran}; fresh connections answered {answered} of {answered + len(silent)}"
+        f"{' (' + '; '.join(silent[:3]) + ')' if silent else ''}; extender restarts {sum(restarted.values())}"
+    )
+    detail = (
+        f"a pod held {held.group(1) if held else '?'} of {STALL_CONNECTIONS} connections "
+        f"(refused: {held.group(3)[:200] if held else '?'}) to {', '.join(targets)}: {actual}"
+    )
+    passed = running_s is not None and running_s <= STALL_BOUND_S and not silent and not restarted
+    suite.expect(
+        Verdict(
+            check,
+            f"share pod running within {STALL_BOUND_S:g} s, every fresh connection answered, no restart",
+            actual,
+            passed,
+            detail,
+        )
+    )
+
+
+def _extender_restarts(suite) -> dict[str, int]:
+    """Container restarts of each extender pod, by pod name."""
+    return {
+        p["metadata"]["name"]: sum(
+            c.get("restartCount", 0) for c in (p.get("status") or {}).get("containerStatuses") or []
+        )
+        for p in extender.extender_pods(suite.kube, suite.profile)
+    }

@@ -285,6 +285,15 @@ _RULES = (
         ("extender_names_no_pod",),
     ),
     Rule(
+        "hostile_extender_stall",
+        "a pod cannot stall the extender",
+        "How it works",
+        "Each card contributes",
+        "hostile",
+        "critical",
+        ("extender_answers_while_held",),
+    ),
+    Rule(
         "hostile_allocation",
         "a pod cannot take cards by writing an allocation",
         "How it works",
@@ -532,6 +541,12 @@ CHECKS: dict[str, Check] = {
     ),
     "test_a_pod_cannot_read_other_pods_from_the_extender": Check(
         "A pod reading the extender finds no other pod named", "hostile", ("hostile_extender_view",), "normal"
+    ),
+    "test_a_pod_holding_connections_open_cannot_stall_the_extender": Check(
+        "A pod holding hundreds of slow connections open to the extender stalls nothing",
+        "hostile",
+        ("hostile_extender_stall",),
+        "critical",
     ),
     "test_a_pod_created_with_another_pods_allocation_gets_no_card": Check(
         "A pod created with another pod's allocation gets no card", "hostile", ("hostile_allocation",), "critical"

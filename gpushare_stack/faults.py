@@ -35,8 +35,22 @@ LOADER_UNHELD = "loader-unheld"
 STREAM_CURRENT_CARD = "stream-current-card"
 CONTEXTS_UNCHARGED = "contexts-uncharged"
 TWINS_AT_ONCE = "twins-at-once"
+OPEN_TO_STALLS = "open-to-stalls"
 BLIND_TO_HEALTH = "blind-to-health"
-EXTENDER_FAULTS = (UNEVEN_SPLIT, IGNORE_INTEGER_RULE, STALE_VIEW, CARDS_ACROSS_NODES, SCHEDULE_NOTHING, TWINS_AT_ONCE)
+EXTENDER_FAULTS = (
+    UNEVEN_SPLIT,
+    IGNORE_INTEGER_RULE,
+    STALE_VIEW,
+    CARDS_ACROSS_NODES,
+    SCHEDULE_NOTHING,
+    TWINS_AT_ONCE,
+    OPEN_TO_STALLS,
+)
+# open-to-stalls: the extender listens where pods reach it (the node's addresses, host
+# network), waits this long for a slow client and serves this many connections at once.
+STALLS_ADDRESS = "0.0.0.0"
+STALLS_DEADLINE_S = 300.0
+STALLS_CONNECTIONS = 16
 # Faults of the isolation shim: the device plugin passes them to it in SHIM_FAULT_ENV.
 SHIM_FAULTS = (
     PER_PROCESS_BUDGET,
@@ -74,7 +88,9 @@ EXTENDER_HELP = (
     f"a node that has fewer; {SCHEDULE_NOTHING} turns every GPU pod away with a reason that "
     f"sounds like each restriction; {TWINS_AT_ONCE} binds a pod at once even while a pod with "
     "the same gpu-mem per container waits for its Allocate on the node, so the device plugin "
-    "can serve pods created together each other's cards (default: no fault)"
+    f"can serve pods created together each other's cards; {OPEN_TO_STALLS} listens on "
+    f"{STALLS_ADDRESS}, waits {STALLS_DEADLINE_S:g} s for a slow client and serves {STALLS_CONNECTIONS} "
+    "connections at once, so a pod can hold it (default: no fault)"
 )
 DEVICE_PLUGIN_HELP = (
     f"break the device plugin on purpose, {HELP}: {NO_ISOLATION} leaves the isolation shim "

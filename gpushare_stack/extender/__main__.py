@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         if port is not None and not 0 <= port <= 65535:
             parser.error(f"{option}: {port} is not a TCP port (0-65535)")
     tls_context = _tls_context(parser, args)
+    if args.fault == faults.OPEN_TO_STALLS:
+        args.address, args.deadline = faults.STALLS_ADDRESS, faults.STALLS_DEADLINE_S
+        args.max_connections = faults.STALLS_CONNECTIONS
     try:
         limit_connections(args.max_connections)
     except (ValueError, OSError) as exc:

@@ -247,6 +247,16 @@ CASES = [
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
     ),
     Case(
+        faults.OPEN_TO_STALLS,
+        "gpushare-extender",
+        {
+            # Reachable at the node's address, 16 connections, no deadline: a pod holding
+            # 300 leaves fresh connections unanswered.
+            "conformance/test_bypass.py::test_a_pod_holding_connections_open_cannot_stall_the_extender": r"extender_answers_while_held: .*fresh connections answered \d+ of \d+ \(\S+ no answer in 5s",
+        },
+        control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
+    ),
+    Case(
         faults.CARDS_ACROSS_NODES,
         "gpushare-extender",
         {

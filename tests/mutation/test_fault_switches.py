@@ -340,6 +340,7 @@ def render(path: Path) -> list[dict]:
         (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
         (faults.SCHEDULE_NOTHING, "Deployment", "gpushare-extender"),
+        (faults.OPEN_TO_STALLS, "Deployment", "gpushare-extender"),
         *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
     ],
 )
