@@ -499,7 +499,8 @@ def test_a_pod_cannot_read_other_pods_from_the_extender(suite):
 
 # A pod holding connections open to every address of the extender: heads dribbled a
 # byte at a time, bodies stopped half-way, heads of 60 KB, TLS handshakes never
-# finished, a byte more on each every few seconds; and, every few seconds, a fresh
+# finished, requests pipelined whose answers it never reads, a byte more on each every
+# few seconds; and, every few seconds, a fresh
 # connection to each address that must be answered (any bytes, or a close) within
 # PROBE_TIMEOUT_S, as the scheduler's next connection would be. Prints what it holds.
 STALL = r"""
@@ -513,6 +514,7 @@ firsts = [
     b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{",
     b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60000,
     b"\x16\x03\x01",
+    b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 1000,  # answers it never reads
 ]
 held, refused, cut = [], {}, 0
 for i in range(count):

@@ -19,7 +19,8 @@ not a thread; the connections open at once are bounded (``limit_connections``: t
 loop stops accepting at the process's file limit and the rest wait in the backlog),
 and every phase has a deadline (``deadline_s``): the TLS
 handshake, the request head from the connection's start (or the previous answer; a
-head dribbled a byte at a time is cut off all the same), and the body from the head.
+head dribbled a byte at a time is cut off all the same), the body from the head, and
+the answer's sending (a client that does not read it is dropped).
 A head is at most ``MAX_HEAD_BYTES`` and ``MAX_HEADERS`` fields (431 past either), a
 body ``MAX_BODY_BYTES`` with a Content-Length (413, 411), and a refused client's body
 is never read. Anything malformed is answered 400 naming what is wrong. The wire types
@@ -123,13 +124,23 @@ class ExtenderApp:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         if close:
             headers.append((b"connection", b"close"))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
+        try:
+            # A client that does not read its answer holds it no longer than the deadline:
+            # the answer left unfinished, the connection is closed.
+            async with asyncio.timeout(self.deadline_s):
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": data})
+        except TimeoutError:
+            log.info("%s did not read its answer in %g s; connection closed", scope.get("client"), self.deadline_s)
 
     async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
         started = time.monotonic()
         path = scope["path"].rstrip("/")
         client = (scope.get("client") or ("", 0))[0]
+        if scope.get("http_version") not in ("1.0", "1.1"):
+            # HTTP/2 (prior knowledge on a plain port): streams would multiply what one
+            # connection can hold; kube-scheduler speaks HTTP/1.1 here.
+            raise _Answer(505, {"Error": "gpushare: HTTP/1.1 only"}, close=True)
         if len(scope["headers"]) > MAX_HEADERS:
             raise _Answer(431, {"Error": f"gpushare: more than {MAX_HEADERS} header fields"}, close=True)
         on_health_port = self.health_port is not None and (scope.get("server") or ("", 0))[1] == self.health_port
@@ -274,10 +285,14 @@ def limit_connections(connections: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
-def _listen(address: tuple[str, int]) -> socket.socket:
+def _listen(address: tuple[str, int], deadline_s: float) -> socket.socket:
     family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Inherited by every accepted connection: data the peer leaves unacknowledged (a
+    # client that never reads, so its window stays shut) for this long resets it in the
+    # kernel, where closing it would wait for the buffered answer to drain.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(deadline_s * 1000))
     sock.bind(address)
     sock.listen(LISTEN_BACKLOG)
     return sock
@@ -300,9 +315,9 @@ class ExtenderServer:
     ) -> None:
         self.state = state
         self.binder = binder
-        self.socket = _listen(address)
+        self.socket = _listen(address, deadline_s)
         self.server_address = self.socket.getsockname()
-        self.health_socket = _listen(health_address) if health_address else None
+        self.health_socket = _listen(health_address, deadline_s) if health_address else None
         self.health_address = self.health_socket.getsockname() if self.health_socket else None
         self.app = ExtenderApp(
             state,
@@ -324,6 +339,8 @@ class ExtenderServer:
         config.read_timeout = 2 * deadline_s  # a last stop; the body's own deadline answers 408 first
         config.ssl_handshake_timeout = deadline_s
         config.h11_max_incomplete_size = MAX_HEAD_BYTES
+        config.h2_max_concurrent_streams = 4  # HTTP/2 is answered 505 at once; few streams in flight
+        config.h2_max_header_list_size = MAX_HEAD_BYTES
         config.backlog = LISTEN_BACKLOG
         config.graceful_timeout = 1.0
         config.accesslog = None

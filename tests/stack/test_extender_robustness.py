@@ -238,3 +238,57 @@ def test_a_scheduler_sized_request_is_still_served(extender):
     resp = conn.getresponse()
     assert resp.status == 200
     assert "Error" in json.loads(resp.read())
+
+
+def test_http2_prior_knowledge_is_answered_505_at_once(extender):
+    """HTTP/2 on the plain port would let one connection hold many streams: each is
+    answered 505 before its body is read."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    _server, port = extender
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    headers = [(":method", "POST"), (":path", f"{PREFIX}/filter"), (":scheme", "http"), (":authority", "x")]
+    client.send_headers(1, [*headers, ("content-length", "1000")])
+    statuses = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(client.data_to_send())
+        while not statuses:
+            data = sock.recv(65536)
+            assert data, "closed without an answer"
+            for event in client.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    statuses.append(dict(event.headers)[b":status"])
+            sock.sendall(client.data_to_send())
+    assert statuses == [b"505"]
+
+
+def test_a_client_that_never_reads_its_answers_is_dropped_at_the_deadline():
+    """Requests pipelined by a client that reads nothing: once the answers it leaves
+    unread have waited past the deadline, its connection is reset, so it holds no slot
+    (closing it would wait for the answers to drain, for ever)."""
+    state = ClusterState()
+    state.replace_nodes([node(f"gpu-{i}", [15, 15]) for i in range(300)])  # a large inspect answer
+    state.replace_pods([])
+    state.synced.set()
+    server = ExtenderServer(("127.0.0.1", 0), state, binder=None, deadline_s=1.0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(server.server_address) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.setblocking(False)
+            request = b"GET /gpushare-scheduler/inspect HTTP/1.1\r\nHost: x\r\n\r\n" * 50
+            for _ in range(5000):
+                try:
+                    sock.send(request)
+                except BlockingIOError:
+                    break
+            time.sleep(5)  # the answer's deadline, then the kernel's own
+            with pytest.raises((ConnectionResetError, BrokenPipeError)):
+                sock.send(b"x")  # on a connection the server still holds, this is taken
+                sock.send(b"x")
+    finally:
+        server.shutdown()
+        server.server_close()
