@@ -22,9 +22,11 @@ BIN="$OUT/bin"
 TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 log() { echo "[build-kubernetes] $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
 
 if [[ "${1:-}" == "--kubeadm" ]]; then
   KOUT="$CACHE/kubeadm-$K8S_VERSION"
+  cache_lock "kubeadm-$K8S_VERSION"
   if [[ -x "$KOUT/bin/kubeadm" && -f "$KOUT/.complete" ]]; then echo "$KOUT/bin/kubeadm"; exit 0; fi
   export PATH="$PATH:/usr/local/go/bin"
   command -v go >/dev/null || { log "error: the Go toolchain ('go') is required"; exit 1; }
@@ -68,6 +70,7 @@ GO
   exit 0
 fi
 
+cache_lock "kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION"
 if [[ -x "$BIN/kube" && -x "$BIN/etcd" && -f "$OUT/.complete" ]]; then
   log "cached: $BIN"
   echo "$BIN"

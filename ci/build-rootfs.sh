@@ -9,6 +9,8 @@ SUITE="${ROOTFS_SUITE:-bookworm}"
 MIRROR="${ROOTFS_MIRROR:-http://deb.debian.org/debian}"
 PACKAGES="python3,ca-certificates,procps"
 OUT="$CACHE/rootfs-$SUITE-minbase-python3.tar"
+source "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+cache_lock "rootfs-$SUITE"
 if [[ -f "$OUT" ]]; then echo "$OUT"; exit 0; fi
 command -v debootstrap >/dev/null || { echo "[build-rootfs] error: debootstrap missing (ci/install-host-deps.sh)" >&2; exit 1; }
 work=$(mktemp -d "$CACHE/rootfs-work.XXXXXX")

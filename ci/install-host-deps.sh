@@ -18,8 +18,9 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "[install-host-deps] installing: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+# Another set-up installing at the same time holds dpkg's lock: wait for it.
+apt-get -o DPkg::Lock::Timeout=900 update -qq >&2
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >&2
 # Debian starts containerd as a service on install; the local cluster runs its own.
 # The same for docker.io: ci/docker-service.sh starts dockerd only for the kind tests.
 if command -v systemctl >/dev/null 2>&1; then

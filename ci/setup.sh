@@ -17,17 +17,22 @@ step "installing the project into .venv"
 .venv/bin/python -m pip install --quiet --upgrade pip >&2
 .venv/bin/python -m pip install --quiet -e '.[dev]' >&2
 # testing-cabal's fixtures, for the test that installs it beside this project.
-wheels="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}/wheels"
-if ! ls "$wheels"/fixtures-*.whl >/dev/null 2>&1; then
-  .venv/bin/python -m pip download --quiet --no-deps fixtures -d "$wheels" >&2
-fi
-# Other pytest plugins, with this project's own dependencies, for the test that installs
-# them all in a fresh venv (tests/suite/test_beside_other_plugins.py, offline from here).
-neighbours=(pytest-timeout pytest-rerunfailures pytest-cov pytest-xdist)
-if ! .venv/bin/python -m pip download --quiet --no-index --find-links "$wheels" --no-build-isolation \
-  -d "$wheels" . "${neighbours[@]}" >/dev/null 2>&1; then
-  .venv/bin/python -m pip download --quiet --no-build-isolation -d "$wheels" . "${neighbours[@]}" >&2
-fi
+CACHE="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}"
+source ci/cache-lock.sh
+wheels="$CACHE/wheels"
+(
+  cache_lock wheels
+  if ! ls "$wheels"/fixtures-*.whl >/dev/null 2>&1; then
+    .venv/bin/python -m pip download --quiet --no-deps fixtures -d "$wheels" >&2
+  fi
+  # Other pytest plugins, with this project's own dependencies, for the test that installs
+  # them all in a fresh venv (tests/suite/test_beside_other_plugins.py, offline from here).
+  neighbours=(pytest-timeout pytest-rerunfailures pytest-cov pytest-xdist)
+  if ! .venv/bin/python -m pip download --quiet --no-index --find-links "$wheels" --no-build-isolation \
+    -d "$wheels" . "${neighbours[@]}" >/dev/null 2>&1; then
+    .venv/bin/python -m pip download --quiet --no-build-isolation -d "$wheels" . "${neighbours[@]}" >&2
+  fi
+)
 
 step "native GPU layer (make -C native)"
 make -s -C native >&2
@@ -38,10 +43,13 @@ step "kind provider: kubeadm and the kind CLI (cached; Docker is started by ci/d
 bash ci/build-kubernetes.sh --kubeadm >/dev/null
 bash ci/kind/build-kind.sh >/dev/null
 step "HTML report: Allure 3 from npm (cached; no Java) and Debian's chromium for its test"
-allure_prefix="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}/npm"
+allure_prefix="$CACHE/npm"
 allure_version=3.18.0
-if [[ "$(node -p "require('$allure_prefix/node_modules/allure/package.json').version" 2>/dev/null)" != "$allure_version" ]]; then
-  command -v npm >/dev/null || { echo "[setup] error: npm is needed to install allure $allure_version" >&2; exit 1; }
-  npm install --prefix "$allure_prefix" --no-save --no-audit --no-fund --loglevel=error "allure@$allure_version" >&2
-fi
+(
+  cache_lock npm
+  if [[ "$(node -p "require('$allure_prefix/node_modules/allure/package.json').version" 2>/dev/null)" != "$allure_version" ]]; then
+    command -v npm >/dev/null || { echo "[setup] error: npm is needed to install allure $allure_version" >&2; exit 1; }
+    npm install --prefix "$allure_prefix" --no-save --no-audit --no-fund --loglevel=error "allure@$allure_version" >&2
+  fi
+)
 step "done"

@@ -7,6 +7,8 @@ set -euo pipefail
 KIND_VERSION="${KIND_VERSION:-v0.30.0}"
 CACHE="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}"
 OUT="$CACHE/kind-$KIND_VERSION/bin"
+source "$(dirname "${BASH_SOURCE[0]}")/../cache-lock.sh"
+cache_lock "kind-$KIND_VERSION"
 if [[ -x "$OUT/kind" ]]; then echo "$OUT/kind"; exit 0; fi
 export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "[build-kind] error: the Go toolchain ('go') is required" >&2; exit 1; }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import subprocess
 import tarfile
 from dataclasses import dataclass, field
@@ -117,7 +118,8 @@ def write_archive(layers: list[Path], config: ImageConfig, ref_names: list[str],
     stamp = out.with_name(out.name + ".manifest")
     if out.exists() and stamp.exists() and stamp.read_text() == manifest_digest:
         return out
-    tmp = out.with_suffix(out.suffix + ".tmp")
+    # A name of this process's own: two builds into one cache never write one file.
+    tmp = out.with_suffix(f"{out.suffix}.{os.getpid()}.tmp")
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as archive:
         _add_bytes(archive, "oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
         _add_bytes(archive, "index.json", json.dumps(index, sort_keys=True).encode())
@@ -157,7 +159,8 @@ def layer_from_directory(source: Path, out: Path) -> Path:
         return info
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
+    # A name of this process's own: two builds into one cache never write one file.
+    tmp = out.with_suffix(f"{out.suffix}.{os.getpid()}.tmp")
     with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as archive:
         for child in sorted(source.iterdir()):
             archive.add(str(child), arcname=child.name, filter=as_root)
