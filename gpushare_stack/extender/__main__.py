@@ -35,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="PORT",
-        help="also serve GET /healthz, and nothing else, in plain HTTP on --address:PORT: for the kubelet's "
-        "probes when --tls-cert-file makes the main port refuse clients without a certificate (default: none)",
+        help="also serve GET /healthz, and GET inspect to --trusted-clients, in plain HTTP on --address:PORT "
+        "(no verb): for the kubelet's probes when --tls-cert-file makes the main port refuse clients without a "
+        "certificate (default: none)",
     )
     parser.add_argument(
         "--max-connections",

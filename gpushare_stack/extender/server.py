@@ -10,7 +10,8 @@ speaks HTTPS and the handshake requires a client certificate the extender's clie
 signed (``gpushare_stack.extender.tls``): mutual TLS with kube-scheduler, and any other
 client is refused by a TLS alert before a byte of HTTP is read. The kubelet's probes,
 which send no certificate, read ``/healthz`` on a second, plain listener
-(``health_address``) that serves nothing else. Whatever the transport, a POST from an
+(``health_address``), which serves that and the view (``inspect``, to trusted clients
+only, as on the main port) and nothing else. Whatever the transport, a POST from an
 address outside ``trusted_clients`` (default loopback, where the scheduler's extender
 configuration points) is answered 403, so a pod cannot bind pods by calling ``/bind``.
 
@@ -147,8 +148,12 @@ class ExtenderApp:
         if path == "/healthz":
             synced = self.state.synced.is_set()
             return (200 if synced else 503), {"synced": synced}
-        if on_health_port:  # the probes' plain listener serves nothing else
-            raise _Answer(404, {"error": f"gpushare: this port serves /healthz only, not {scope['path']!r}"})
+        if on_health_port and not (scope["method"] == "GET" and path.startswith(f"{self.prefix}/inspect")):
+            # The plain listener: the probes' /healthz, and the view for trusted clients
+            # (the node's own processes), nothing else.
+            raise _Answer(
+                404, {"error": f"gpushare: this port serves /healthz and inspect only, not {scope['path']!r}"}
+            )
         if scope["method"] == "GET":
             return self._get(path, client)
         if scope["method"] != "POST":

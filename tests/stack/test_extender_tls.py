@@ -93,16 +93,26 @@ def test_a_client_without_a_certificate_is_refused_by_the_handshake_and_binds_no
     assert server.binder.calls == []
 
 
-def test_the_probe_reads_healthz_without_a_certificate_on_the_health_port_and_nothing_else(tls_extender, pki):
+def test_the_probe_reads_healthz_without_a_certificate_on_the_health_port_and_no_verb(tls_extender, pki):
     server, _ = tls_extender
     health = server.health_address[1]
     status, body = raw_request(health, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert (status, body) == (200, {"synced": True})
-    status, body = post(health, "bind", json.dumps(BIND).encode())
-    assert status == 404 and "serves /healthz only" in body["error"], body
+    for verb in ("bind", "filter", "prioritize"):
+        status, body = post(health, verb, json.dumps(BIND).encode())
+        assert status == 404 and "serves /healthz and inspect only" in body["error"], body
+    # The view, to a trusted client (here loopback, the node's own processes), as on the main port.
     status, body = raw_request(health, b"GET /gpushare-scheduler/inspect HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert status == 404, body
+    assert status == 200 and "nodes" in body, body
     assert server.binder.calls == []
+
+
+def test_the_health_port_keeps_the_view_from_untrusted_clients(pki):
+    context = server_context(pki.server_cert, pki.server_key, pki.ca)
+    for server, _ in serve(tls=context, health_address=("127.0.0.1", 0), trusted_clients=("10.255.255.0/24",)):
+        health = server.health_address[1]
+        status, body = raw_request(health, b"GET /gpushare-scheduler/inspect HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 403 and "trusted clients only" in body["error"], body
 
 
 @pytest.mark.parametrize("which", ["another CA's client certificate", "the extender's own serving certificate"])
