@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpushare_conformance import exitcodes, summary
+from gpushare_conformance import ai_conformance, exitcodes, summary
 from gpushare_conformance.profiles import PROFILES
 from gpushare_conformance.report import VERDICTS_FILE, ReportError, read_verdicts, render_table, report_name
 
@@ -122,6 +122,9 @@ def preflight(args: argparse.Namespace) -> int | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.ai_evidence and not Path(args.ai_evidence).expanduser().resolve().parent.is_dir():
+        print(f"error: --ai-evidence {args.ai_evidence}: its directory does not exist", file=sys.stderr)
+        return exitcodes.USAGE
     stopped = preflight(args)
     if stopped is not None:
         return stopped
@@ -150,6 +153,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"no rule could be judged: {why.removeprefix(summary.NOT_JUDGED)}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
     print(render_verdicts(result, args.verdicts, report_dir))
+    if args.ai_evidence:
+        evidence = ai_conformance.evidence_summary(lines, result.facts, report_dir)
+        Path(args.ai_evidence).write_text(ai_conformance.render_evidence(evidence))
+        print(f"AI conformance evidence summary: {args.ai_evidence}")
     return exitcodes.from_pytest(status)
 
 
@@ -174,6 +181,7 @@ def render_verdicts(result, mode: str, report_dir: Path, colour: bool | None = N
     # Not a terminal (a log, a pipe): the rule lines whole, never cut with an ellipsis.
     cut = width if sys.stdout.isatty() or explicit_width else None
     out.append(summary.render_text(result, width=cut, colour=colour, full_list=hint))
+    out.append(ai_conformance.footer(summary.build_summary(result)))
     name = report_name(result.facts)
     out.append(
         f"reports: {report_dir / 'junit.xml'}, {results} (HTML: npx allure generate {results} "
@@ -263,6 +271,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="rules",
         help="at the end print one line per seed rule (rules, default), or every verdict as a table "
         "and then the rules (all)",
+    )
+    parser.add_argument(
+        "--ai-evidence",
+        default=None,
+        metavar="FILE",
+        help="also write the CNCF Kubernetes AI Conformance evidence summary this run gives (gpu_sharing, "
+        "secure_accelerator_access, driver_runtime_management: status, evidence, notes per requirement, "
+        f"in the shape of the {ai_conformance.CHECKLIST_VERSION} checklist) to FILE, as YAML",
     )
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments passed to pytest")
     parser.set_defaults(func=_run)

@@ -266,3 +266,16 @@ def test_an_infrastructure_error_is_not_a_verdict_on_the_stack():
     lines = build_summary(run_)
     assert not [line for line in lines if line.status == FAIL]
     assert conformance_line(lines).startswith("conforms to the seed: not judged (InfrastructureError: node gpu-1")
+
+
+def test_the_junit_xml_says_which_ai_conformance_requirements_each_check_gives_evidence_for(tmp_path):
+    result = _run_fake(tmp_path, "--junitxml", str(tmp_path / "junit.xml"), "-o", "junit_family=xunit1")
+    assert result.returncode == 1, result.stdout + result.stderr
+    import xml.etree.ElementTree as ElementTree
+
+    found = {}
+    for case in ElementTree.parse(tmp_path / "junit.xml").iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        found[case.get("name")] = props.get("ai_conformance")
+    assert found["test_seed_job_gets_4gib_on_each_of_2_cards"] == "gpu_sharing secure_accelerator_access"
+    assert found["test_not_a_check"] is None
