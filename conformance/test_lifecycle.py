@@ -1,4 +1,5 @@
-"""Capacity and allocations over time: a finished Job gives its share back; restarting
+"""Capacity and allocations over time: a finished Job, and a pod that ends any other way
+(failed, OOM-killed, evicted, deleted while Pending after binding), gives its share back; restarting
 the device plugin or the extender loses no allocation and double-books nothing.
 
 Marked ``disruptive``: these restart stack components or fill whole cards.
@@ -10,6 +11,7 @@ import allure
 import pytest
 
 from gpushare_conformance import names
+from gpushare_conformance.fixtures.framework import podstate, submit
 from gpushare_conformance.fixtures.framework import verdicts as v
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lifecycle, pytest.mark.disruptive]
@@ -87,3 +89,85 @@ def test_restarting_a_component_loses_no_allocation_and_double_books_nothing(sui
                 if any(p.get("name") == holder and p.get("namespace") == suite.namespace for p in d.get("pods", []))
             )
             suite.expect(v.equal("inspect_holder_cards", sorted(cards_before), holder_cards))
+
+
+# How a pod that holds whole cards can end, other than a Job that succeeds: each must
+# give the cards back. (pod name, what ends it)
+ENDINGS = {
+    "failed": "its container exits 3 (restartPolicy Never: the pod is Failed)",
+    "oom-killed": "its container passes a 32 MiB memory limit and is OOM-killed (Failed)",
+    "evicted": "it is evicted through the Eviction API while it runs",
+    "deleted-pending": "it is deleted while Pending after binding (its image can never be pulled)",
+}
+# A python3 line that takes 512 MiB of host memory, touched, past the 32 MiB limit.
+TAKE_MEMORY = "b = bytearray(512 << 20); import time; time.sleep(30)"
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_capacity_returns_after_a_pod_ends_any_way(suite, ending):
+    """A pod holding whole cards that fails, is OOM-killed, is evicted, or is deleted
+    while Pending after binding gives its cards back: a new pod needing every card's
+    full share runs."""
+    cards, card_gib = suite.profile.cards_for(len(suite.node.cards)), suite.node.card_gib
+    command = {"failed": ["sh", "-c", "exit 3"], "oom-killed": ["python3", "-c", TAKE_MEMORY]}.get(ending, submit.HOLD)
+    with allure.step(f"A pod takes whole cards ({card_gib} GiB on each of {cards}), then {ENDINGS[ending]}"):
+        pod = suite.pin(
+            submit.share_pod(suite.profile, ending, suite.suite_image, card_gib * cards, cards, list(command))
+        )
+        container = pod["spec"]["containers"][0]
+        if ending == "oom-killed":
+            container.setdefault("resources", {}).setdefault("limits", {})["memory"] = "32Mi"
+        if ending == "deleted-pending":
+            container["image"] = "localhost/gpushare-conformance/never-pulled:absent"
+            container["imagePullPolicy"] = "Never"
+        submit.create(suite.kube, suite.namespace, pod)
+        if ending in ("failed", "oom-killed"):
+            state, obj = submit.wait_pod(
+                suite.kube,
+                suite.namespace,
+                ending,
+                want=(podstate.FAILED,),
+                timeout=suite.timeouts.pod_start,
+                progress=suite.progress,
+            )
+            how = f"Failed ({state.reason})"
+        elif ending == "deleted-pending":
+            state, obj = submit.wait_pod(
+                suite.kube,
+                suite.namespace,
+                ending,
+                want=(podstate.STUCK,),
+                timeout=suite.timeouts.pod_start,
+                progress=suite.progress,
+            )
+            how = f"bound to {obj['spec'].get('nodeName')}, {state.reason}; deleted"
+            suite.delete_pod(ending)
+        else:
+            suite.wait_running(ending)
+            suite.kube.core.create_namespaced_pod_eviction(
+                ending,
+                suite.namespace,
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": ending, "namespace": suite.namespace},
+                },
+            )
+            how = "evicted while running"
+            suite.delete_pod(ending)  # waits until it is gone (already on its way)
+    with allure.step("The same whole cards can be had again by a new pod"):
+        again = suite.submit_share_pod(f"after-{ending}", card_gib * cards, cards)
+        try:
+            obj = suite.wait_running(again)
+            phase, where = obj["status"].get("phase"), obj["spec"].get("nodeName")
+        except Exception as exc:  # its state is the figure
+            phase, where = podstate.pod_state(suite.pod(again)).kind, f"nowhere ({str(exc)[:300]})"
+        suite.expect(
+            v.equal(
+                "capacity_returned",
+                "Running",
+                phase,
+                f"after a pod holding {cards} whole card(s) was {how}: a pod needing every card's full share, "
+                f"on {where}",
+            )
+        )

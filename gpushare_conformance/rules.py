@@ -365,7 +365,7 @@ _RULES = (
     ),
     Rule(
         "capacity_returned",
-        "capacity returns after the Job",
+        "capacity returns after a pod ends, any way",
         "Configure multi-GPU sharing",
         "Jobs",
         "lifecycle",
@@ -581,6 +581,9 @@ CHECKS: dict[str, Check] = {
     # test_lifecycle.py
     "test_capacity_returns_after_the_job_completes": Check(
         "Capacity returns after the Job completes", "lifecycle", ("capacity_returned",), "normal"
+    ),
+    "test_capacity_returns_after_a_pod_ends_any_way": Check(
+        "Capacity returns after a pod that is {ending}", "lifecycle", ("capacity_returned",), "normal"
     ),
     "test_restarting_a_component_loses_no_allocation_and_double_books_nothing": Check(
         "Restarting the {component} loses no allocation and double-books nothing",

@@ -36,6 +36,7 @@ STREAM_CURRENT_CARD = "stream-current-card"
 CONTEXTS_UNCHARGED = "contexts-uncharged"
 TWINS_AT_ONCE = "twins-at-once"
 OPEN_TO_STALLS = "open-to-stalls"
+FAILED_PODS_HOLD = "failed-pods-hold"
 BLIND_TO_HEALTH = "blind-to-health"
 EXTENDER_FAULTS = (
     UNEVEN_SPLIT,
@@ -45,6 +46,7 @@ EXTENDER_FAULTS = (
     SCHEDULE_NOTHING,
     TWINS_AT_ONCE,
     OPEN_TO_STALLS,
+    FAILED_PODS_HOLD,
 )
 # open-to-stalls: the extender listens where pods reach it (the node's addresses, host
 # network), waits this long for a slow client and serves this many connections at once.
@@ -90,7 +92,8 @@ EXTENDER_HELP = (
     "the same gpu-mem per container waits for its Allocate on the node, so the device plugin "
     f"can serve pods created together each other's cards; {OPEN_TO_STALLS} listens on "
     f"{STALLS_ADDRESS}, waits {STALLS_DEADLINE_S:g} s for a slow client and serves {STALLS_CONNECTIONS} "
-    "connections at once, so a pod can hold it (default: no fault)"
+    f"connections at once, so a pod can hold it; {FAILED_PODS_HOLD} keeps counting the cards of a pod "
+    "that ended Failed, as if only Succeeded pods gave them back (default: no fault)"
 )
 DEVICE_PLUGIN_HELP = (
     f"break the device plugin on purpose, {HELP}: {NO_ISOLATION} leaves the isolation shim "

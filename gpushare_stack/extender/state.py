@@ -142,7 +142,9 @@ class ClusterState:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         key = _pod_key(pod)
         with self._lock:
-            if is_terminated(pod):
+            if is_terminated(pod) and not (
+                self.fault == faults.FAILED_PODS_HOLD and (pod.get("status") or {}).get("phase") == "Failed"
+            ):
                 self._pods.pop(key, None)
                 self._waiting.pop(uid, None)
                 self._release(uid)

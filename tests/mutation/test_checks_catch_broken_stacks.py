@@ -257,6 +257,16 @@ CASES = [
         control=f"{RESTRICTIONS}::test_gpu_count_above_any_node_cards_is_not_scheduled",
     ),
     Case(
+        faults.FAILED_PODS_HOLD,
+        "gpushare-extender",
+        {
+            # The Failed pod's whole cards stay booked: the pod after it is never placed.
+            "conformance/test_lifecycle.py::test_capacity_returns_after_a_pod_ends_any_way[failed]": r"capacity_returned: .*was Failed .*, on nowhere",
+            "conformance/test_lifecycle.py::test_capacity_returns_after_a_pod_ends_any_way[oom-killed]": r"capacity_returned: .*OOMKilled.*, on nowhere",
+        },
+        control="conformance/test_lifecycle.py::test_capacity_returns_after_a_pod_ends_any_way[evicted]",
+    ),
+    Case(
         faults.CARDS_ACROSS_NODES,
         "gpushare-extender",
         {

@@ -341,6 +341,7 @@ def render(path: Path) -> list[dict]:
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
         (faults.SCHEDULE_NOTHING, "Deployment", "gpushare-extender"),
         (faults.OPEN_TO_STALLS, "Deployment", "gpushare-extender"),
+        (faults.FAILED_PODS_HOLD, "Deployment", "gpushare-extender"),
         *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
     ],
 )
