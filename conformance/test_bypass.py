@@ -469,12 +469,9 @@ def test_a_pod_cannot_read_other_pods_from_the_extender(suite):
     must find no other pod named there."""
     profile = suite.profile
     check = "extender_names_no_pod"
-    if not profile.extender_selector:
-        suite.not_applicable(check, f"stack {profile.name} has no scheduler extender to read")
+    found = _extender_addresses(suite, check, "read")
+    if found is None:
         return
-    found = extender.extender_addresses(suite.kube, profile)
-    if not found:
-        pytest.skip(suite.not_judged(check, f"no running extender pod ({profile.extender_selector}) with an address"))
     with allure.step(f"A pod holds a {SHARE_GIB} GiB share, so the extender has a pod to tell of"):
         neighbour = suite.submit_share_pod("neighbour", SHARE_GIB, None)
         suite.wait_running(neighbour)
@@ -579,14 +576,10 @@ def test_a_pod_holding_connections_open_cannot_stall_the_extender(suite):
     oversized connections open to every address of it: a share pod submitted meanwhile
     runs, fresh connections to each address are answered, and the extender is not
     restarted (a memory limit exceeded, a liveness probe unanswered)."""
-    profile = suite.profile
     check = "extender_answers_while_held"
-    if not profile.extender_selector:
-        suite.not_applicable(check, f"stack {profile.name} has no scheduler extender to hold")
+    found = _extender_addresses(suite, check, "hold")
+    if found is None:
         return
-    found = extender.extender_addresses(suite.kube, profile)
-    if not found:
-        pytest.skip(suite.not_judged(check, f"no running extender pod ({profile.extender_selector}) with an address"))
     targets = sorted({a.hostport for a in found})
     restarts = _extender_restarts(suite)
     with allure.step(f"A pod asking no GPU holds {STALL_CONNECTIONS} connections open to {', '.join(targets)}"):
@@ -642,6 +635,19 @@ def test_a_pod_holding_connections_open_cannot_stall_the_extender(suite):
             detail,
         )
     )
+
+
+def _extender_addresses(suite, check: str, what: str) -> list[extender.ExtenderAddress] | None:
+    """Where a pod may reach the stack's extender; None once ``check`` is N/A (the stack
+    has no extender). Skipped, not judged, when no extender pod has an address."""
+    profile = suite.profile
+    if not profile.extender_selector:
+        suite.not_applicable(check, f"stack {profile.name} has no scheduler extender to {what}")
+        return None
+    found = extender.extender_addresses(suite.kube, profile)
+    if not found:
+        pytest.skip(suite.not_judged(check, f"no running extender pod ({profile.extender_selector}) with an address"))
+    return found
 
 
 def _extender_restarts(suite) -> dict[str, int]:

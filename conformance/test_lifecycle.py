@@ -122,24 +122,10 @@ def test_capacity_returns_after_a_pod_ends_any_way(suite, ending):
             container["imagePullPolicy"] = "Never"
         submit.create(suite.kube, suite.namespace, pod)
         if ending in ("failed", "oom-killed"):
-            state, obj = submit.wait_pod(
-                suite.kube,
-                suite.namespace,
-                ending,
-                want=(podstate.FAILED,),
-                timeout=suite.timeouts.pod_start,
-                progress=suite.progress,
-            )
+            state, obj = suite.wait_state(ending, podstate.FAILED)
             how = f"Failed ({state.reason})"
         elif ending == "deleted-pending":
-            state, obj = submit.wait_pod(
-                suite.kube,
-                suite.namespace,
-                ending,
-                want=(podstate.STUCK,),
-                timeout=suite.timeouts.pod_start,
-                progress=suite.progress,
-            )
+            state, obj = suite.wait_state(ending, podstate.STUCK)
             how = f"bound to {obj['spec'].get('nodeName')}, {state.reason}; deleted"
             suite.delete_pod(ending)
         else:
