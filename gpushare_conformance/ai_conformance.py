@@ -118,7 +118,7 @@ def evidence_summary(lines: Iterable[Any], facts: dict[str, Any], report_dir: Pa
                 "evidence": [junit, verdicts],
                 "notes": (
                     f"gpushare-conformance, {facts.get('stack', '?')} stack on {facts.get('cluster', '?')} cluster, "
-                    f"{len(rule_lines)} rules: {notes}"
+                    f"{len(rule_lines)} rule{'' if len(rule_lines) == 1 else 's'}: {notes}"
                 ),
             }
         )
