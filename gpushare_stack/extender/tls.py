@@ -5,8 +5,8 @@ kube-scheduler's extender configuration (``enableHTTPS: true`` and ``tlsConfig``
 the CA that signed the extender's serving certificate, and its own client certificate
 and key) is the one caller the extender serves. The handshake *requires* a client
 certificate the client CA signed for client authentication: any other client (none
-sent, another CA, a server certificate) is refused by a TLS alert before a byte of
-HTTP is read. The kubelet's probes, which never send a certificate, read ``/healthz``
+sent, another CA, a server certificate) fails the handshake before a byte of HTTP is
+read (it reads EOF: asyncio does not flush the alert). The kubelet's probes, which never send a certificate, read ``/healthz``
 on the extender's plain health listener instead. The listening address and the
 network policy stay a second line, not the first.
 """
