@@ -11,9 +11,10 @@ signed (``gpushare_stack.extender.tls``): mutual TLS with kube-scheduler, and an
 client fails the handshake before a byte of HTTP is read (it reads EOF: asyncio does
 not flush the alert). The kubelet's probes, which send no certificate, read
 ``/healthz`` on a second, plain listener (``health_address``), which serves that and
-the view (``inspect``, to trusted clients only, as on the main port) and nothing else. Whatever the transport, a POST from an
-address outside ``trusted_clients`` (default loopback, where the scheduler's extender
-configuration points) is answered 403, so a pod cannot bind pods by calling ``/bind``.
+the view (``inspect``, to trusted clients only, as on the main port) and nothing else.
+Whatever the transport, a POST from an address outside ``trusted_clients`` (default
+loopback, where the scheduler's extender configuration points) is answered 403, so a
+pod cannot bind pods by calling ``/bind``.
 
 A client cannot hold the extender: Hypercorn's event loop costs a connection memory,
 not a thread; the connections open at once are bounded (``limit_connections``: the
