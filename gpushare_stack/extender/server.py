@@ -19,13 +19,14 @@ pod cannot bind pods by calling ``/bind``.
 A client cannot hold the extender: Hypercorn's event loop costs a connection memory,
 not a thread; the connections open at once are bounded (``limit_connections``: the
 loop stops accepting at the process's file limit and the rest wait in the backlog),
-and every phase has a deadline (``deadline_s``): the TLS
-handshake, the request head from the connection's start (or the previous answer; a
-head dribbled a byte at a time is cut off all the same), the body from the head, and
-the answer's sending (a client that does not read it is dropped).
-A head is at most ``MAX_HEAD_BYTES`` and ``MAX_HEADERS`` fields (431 past either), a
-body ``MAX_BODY_BYTES`` with a Content-Length (413, 411), and a refused client's body
-is never read. Anything malformed is answered 400 naming what is wrong. The wire types
+and every phase has a deadline (``deadline_s``): the TLS handshake, the request head
+from the connection's start (or the previous answer; a head dribbled a byte at a time
+is cut off all the same), the body from the head, and the answer's sending (a client
+that does not read it is reset). A head is at most ``MAX_HEAD_BYTES`` and
+``MAX_HEADERS`` fields (431 past either), a body ``MAX_BODY_BYTES`` with a
+Content-Length (413, 411), HTTP/2 is answered 505, and a refused client's body is
+never read. A body the verbs cannot read is answered 400 naming what is wrong (a head
+the HTTP parser cannot read gets the parser's own 400, without a body). The wire types
 are ``gpushare_stack.extender.wire``; the decisions run in worker threads, so a long
 decode never stalls the connections the loop serves.
 """
