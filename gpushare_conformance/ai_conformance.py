@@ -95,14 +95,20 @@ def _status(statuses: list[str]) -> str:
     return "Implemented"
 
 
+def _by_requirement(lines: Iterable[Any]) -> dict[str, list[Any]]:
+    """The summary's rule lines grouped by the requirements they give evidence for."""
+    grouped: dict[str, list[Any]] = {rid: [] for rid in REQUIREMENTS}
+    for line in lines:
+        for rid in requirements_of(line.rule):
+            grouped[rid].append(line)
+    return grouped
+
+
 def evidence_summary(lines: Iterable[Any], facts: dict[str, Any], report_dir: Path) -> dict[str, Any]:
     """The checklist's ``spec`` entries this run gives evidence for, from the summary's
     rule lines (``summary.RuleLine``): a status per requirement from its rules' verdicts,
     the reports as evidence, and each rule's verdict in the notes."""
-    by_requirement: dict[str, list[Any]] = {rid: [] for rid in REQUIREMENTS}
-    for line in lines:
-        for rid in requirements_of(line.rule):
-            by_requirement[rid].append(line)
+    by_requirement = _by_requirement(lines)
     junit = f"file://{report_dir.resolve() / 'junit.xml'}"
     verdicts = f"file://{report_dir.resolve() / 'verdicts.json'}"
     spec: dict[str, list[dict[str, Any]]] = {}
@@ -135,9 +141,8 @@ def render_evidence(summary: dict[str, Any]) -> str:
 def footer(lines: Iterable[Any]) -> str:
     """One line: per requirement, how many of its rules passed in this run."""
     parts = []
-    materialised = list(lines)
-    for rid in REQUIREMENTS:
-        statuses = [line.status for line in materialised if rid in requirements_of(line.rule)]
+    for rid, rule_lines in _by_requirement(lines).items():
+        statuses = [line.status for line in rule_lines]
         judged = [s for s in statuses if s in _JUDGED]
         if not judged:
             continue

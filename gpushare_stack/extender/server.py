@@ -41,7 +41,6 @@ import resource
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -87,7 +86,6 @@ class ExtenderApp:
         prefix: str,
         trusted_clients: Sequence[str],
         deadline_s: float,
-        tls: bool,
         health_port: int | None,
     ) -> None:
         self.state = state
@@ -95,7 +93,6 @@ class ExtenderApp:
         self.prefix = prefix.rstrip("/")
         self.trusted = [ipaddress.ip_network(c, strict=False) for c in trusted_clients]
         self.deadline_s = deadline_s
-        self.tls = tls
         self.health_port = health_port
 
     def trusts(self, host: str) -> bool:
@@ -137,7 +134,6 @@ class ExtenderApp:
             log.info("%s did not read its answer in %g s; connection closed", scope.get("client"), self.deadline_s)
 
     async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
-        started = time.monotonic()
         path = scope["path"].rstrip("/")
         client = (scope.get("client") or ("", 0))[0]
         if scope.get("http_version") not in ("1.0", "1.1"):
@@ -171,7 +167,7 @@ class ExtenderApp:
         handler = handlers.get(path)
         if handler is None:
             raise _Answer(404, {"Error": f"gpushare: no such verb {scope['path']!r}"})
-        raw = await self._body(scope, receive, started)
+        raw = await self._body(scope, receive)
         if not self.state.synced.is_set() and not path.endswith("/prioritize"):
             # Before the cache holds every pod's annotations a bind could double-book.
             return 200, {"Error": "gpushare: extender cache not synced yet"}
@@ -195,7 +191,7 @@ class ExtenderApp:
                 raise _Answer(404, {"error": f"gpushare: node {node!r} is not in the extender's cache"}) from None
         raise _Answer(404, {"error": f"gpushare: no such path {path!r}"})
 
-    async def _body(self, scope: Scope, receive: Receive, started: float) -> bytes:
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
         """The request body, read within the deadline; a missing or oversized length is
         answered before a byte of it is read."""
         headers = {name.lower(): value for name, value in scope["headers"]}
@@ -332,7 +328,6 @@ class ExtenderServer:
             prefix,
             trusted_clients,
             deadline_s,
-            tls is not None,
             self.health_address[1] if self.health_address else None,
         )
         if tls is not None:
