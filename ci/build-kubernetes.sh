@@ -11,10 +11,10 @@
 #        ci/build-kubernetes.sh --kubeadm  (kubeadm only, for kind node images: cached
 #                                          apart, so adding it never rebuilds the rest;
 #                                          prints the kubeadm binary's path)
-# Env:   K8S_VERSION (v1.34.4), ETCD_VERSION (v3.6.16), GPUSHARE_CACHE (/var/cache/gpushare-conformance)
+# Env:   K8S_VERSION (v1.37.2; fixtures/providers/versions.py lists the served releases), ETCD_VERSION (v3.6.16), GPUSHARE_CACHE (/var/cache/gpushare-conformance)
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.34.4}"
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 CACHE="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}"
 OUT="$CACHE/kubernetes-$K8S_VERSION-etcd-$ETCD_VERSION"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build (once) the kind CLI from the Go module proxy and cache it outside the
 # repository; prints the binary's path.
-# kind v0.30.0: builds with the local Go toolchain (GOTOOLCHAIN=local) and drives
-# Kubernetes v1.34 nodes (kubeadm v1beta3 configuration, containerd 1.6/2.x nodes).
+# kind v0.33.0: builds with the local Go toolchain (GOTOOLCHAIN=local) and drives
+# Kubernetes 1.34 to 1.37 nodes (kubeadm v1beta3 configuration below 1.36, v1beta4
+# from it; containerd 1.6/2.x nodes).
 set -euo pipefail
-KIND_VERSION="${KIND_VERSION:-v0.30.0}"
+KIND_VERSION="${KIND_VERSION:-v0.33.0}"
 CACHE="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}"
 OUT="$CACHE/kind-$KIND_VERSION/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/../cache-lock.sh"

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gpushare_conformance.commands.run import KUBERNETES_VERSION_HELP
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -31,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "refused (take it down first)",
     )
     parser.add_argument("--no-stack", action="store_true", help="do not deploy the reference stack during `up`")
+    parser.add_argument("--kubernetes-version", default=None, metavar="VERSION", help=KUBERNETES_VERSION_HELP)
     parser.set_defaults(func=run)
 
 
@@ -60,7 +63,18 @@ def run(args: argparse.Namespace) -> int:
     if wrong is not None:
         print(f"error: {wrong}", file=sys.stderr)
         return 2
-    provider = LocalProvider(state_dir=args.state_dir, inventory=args.inventory, deploy_stack=not args.no_stack)
+    from gpushare_conformance.fixtures.providers.versions import VersionError
+
+    try:
+        provider = LocalProvider(
+            state_dir=args.state_dir,
+            inventory=args.inventory,
+            deploy_stack=not args.no_stack,
+            kubernetes_version=args.kubernetes_version,
+        )
+    except VersionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

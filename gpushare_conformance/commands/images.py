@@ -32,7 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--rebuild", action="store_true", help="with --kind-node: rebuild even when the image is up to date"
     )
+    parser.add_argument(
+        "--kubernetes-version",
+        default=None,
+        metavar="VERSION",
+        help="with --kind-node: the Kubernetes release of the node image, a minor (1.35, 1.36, 1.37) or its served "
+        "patch release (default: the newest served)",
+    )
     parser.set_defaults(func=run)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,16 +52,19 @@ def run(args: argparse.Namespace) -> int:
     from gpushare_conformance.images.build import REPO, build_images
 
     if args.kind_node:
+        from gpushare_conformance.fixtures.providers.versions import VersionError, resolve
         from gpushare_conformance.images.kindnode import KindNodeImageError, build_kind_node_image
 
         try:
-            print(build_kind_node_image(lambda m: print(m, file=sys.stderr, flush=True), rebuild=args.rebuild))
-        except KindNodeImageError as exc:
+            release = resolve(args.kubernetes_version)
+            print(build_kind_node_image(_progress, rebuild=args.rebuild, release=release))
+        except (KindNodeImageError, VersionError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         return 0
-    if args.rebuild:
-        print("error: --rebuild only applies with --kind-node", file=sys.stderr)
+    if args.rebuild or args.kubernetes_version:
+        given = "--rebuild" if args.rebuild else f"--kubernetes-version {args.kubernetes_version}"
+        print(f"error: {given} only applies with --kind-node", file=sys.stderr)
         return 2
 
     native = Path(args.native_build) if args.native_build else REPO / "native" / "build"

@@ -81,6 +81,8 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--gpushare-keep-cluster-up"]
     if args.kind_binary:
         argv += ["--gpushare-kind-binary", args.kind_binary]
+    if getattr(args, "kubernetes_version", None):
+        argv += ["--gpushare-kubernetes-version", args.kubernetes_version]
     for name in DRA_OPTIONS:
         value = getattr(args, f"dra_{name.replace('-', '_')}", None)
         if value is not None:
@@ -95,6 +97,13 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
     if extra and extra[0] == "--":
         extra = extra[1:]
     return argv + extra
+
+
+KUBERNETES_VERSION_HELP = (
+    "Kubernetes release of the local cluster: a minor (1.35, 1.36, 1.37) or its served patch release (v1.37.2); "
+    "built from the Go module proxy once and cached; a running cluster of another release is replaced "
+    "(default: the running cluster's, else the newest served, 1.37)"
+)
 
 
 def preflight(args: argparse.Namespace) -> int | None:
@@ -258,6 +267,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="leave the local or kind cluster running afterwards (pytest: --gpushare-keep-cluster-up)",
     )
     parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
+    parser.add_argument(
+        "--kubernetes-version",
+        default=None,
+        metavar="VERSION",
+        help=KUBERNETES_VERSION_HELP.replace("of the local cluster", "of the local or kind cluster"),
+    )
     parser.add_argument(
         "--workers",
         type=_workers,

@@ -23,16 +23,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from gpushare_conformance.fixtures.providers.versions import DEFAULT, KubernetesRelease
 from gpushare_conformance.images.build import REPO, _pause_layer, cache_dir
 from gpushare_conformance.images.oci import ImageConfig, layer_from_directory, write_archive
 
 Progress = Callable[[str], None]
 
-K8S_VERSION = os.environ.get("K8S_VERSION", "v1.34.4")
-NODE_IMAGE = f"localhost/gpushare-conformance/kind-node:{K8S_VERSION}"
-# What kubeadm v1.34 asks for (cmd/kubeadm/app/constants). The etcd image holds the
-# project's etcd build (ci/build-kubernetes.sh, ETCD_VERSION) under kubeadm's tag.
-ETCD_TAG = "3.6.5-0"
+# The sandbox image the node's containerd runs (ci/kind/node/etc/containerd): kubeadm
+# only pre-pulls pause in its preflight, which kind skips, so one tag serves every release.
 PAUSE_REF = "registry.k8s.io/pause:3.10.1"
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 BUILD_KEY_LABEL = "gpushare.conformance.io/build-key"
@@ -62,9 +60,18 @@ class KindNodeImageError(RuntimeError):
     """A prerequisite of the node image is missing or a build step failed."""
 
 
-def control_plane_refs(version: str = K8S_VERSION) -> list[str]:
-    """The image references kubeadm's static pods and kube-proxy DaemonSet name."""
-    return [f"registry.k8s.io/{name}:{version}" for name in CONTROL_PLANE] + [f"registry.k8s.io/etcd:{ETCD_TAG}"]
+def node_image(release: KubernetesRelease = DEFAULT) -> str:
+    """The node image's reference for ``release``: one per release, built side by side."""
+    return f"localhost/gpushare-conformance/kind-node:{release.version}"
+
+
+def control_plane_refs(release: KubernetesRelease = DEFAULT) -> list[str]:
+    """The image references kubeadm's static pods and kube-proxy DaemonSet name. The
+    etcd image holds the project's etcd build (ci/build-kubernetes.sh, ETCD_VERSION)
+    under the tag this release's kubeadm asks for."""
+    return [f"registry.k8s.io/{name}:{release.version}" for name in CONTROL_PLANE] + [
+        f"registry.k8s.io/etcd:{release.etcd_tag}"
+    ]
 
 
 def _run(argv: list[str], what: str, **kwargs) -> str:
@@ -96,8 +103,8 @@ def check_docker(docker: str = "docker") -> None:
         )
 
 
-def _script_output(argv: list[str], what: str) -> Path:
-    out = _run(["bash", *argv], what)
+def _script_output(argv: list[str], what: str, release: KubernetesRelease) -> Path:
+    out = _run(["bash", *argv], what, env={**os.environ, "K8S_VERSION": release.version})
     lines = out.strip().splitlines()
     if not lines:
         raise KindNodeImageError(f"{what}: printed no path")
@@ -109,7 +116,7 @@ def _file_key(path: Path) -> str:
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def build_key(kube_bin: Path, kubeadm: Path, rootfs: Path) -> str:
+def build_key(kube_bin: Path, kubeadm: Path, rootfs: Path, release: KubernetesRelease = DEFAULT) -> str:
     """A digest of every input of the node image."""
     digest = hashlib.sha256()
     for path in sorted(p for p in NODE_FILES.rglob("*") if p.is_file()):
@@ -119,7 +126,7 @@ def build_key(kube_bin: Path, kubeadm: Path, rootfs: Path) -> str:
         digest.update(path.read_bytes())
     for path in (kube_bin / "kube", kube_bin / "etcd", kubeadm, rootfs):
         digest.update(_file_key(path.resolve()).encode())
-    digest.update(K8S_VERSION.encode())
+    digest.update(f"{release.version} {release.etcd_tag}".encode())
     return digest.hexdigest()[:20]
 
 
@@ -191,7 +198,9 @@ def _copy_into(root: Path, rels: set[str], dest: Path) -> None:
             shutil.copy2(src, target)
 
 
-def _control_plane_archive(root: Path, kube_bin: Path, work: Path, progress: Progress) -> Path:
+def _control_plane_archive(
+    root: Path, kube_bin: Path, work: Path, progress: Progress, release: KubernetesRelease
+) -> Path:
     """One image under every control-plane name: glibc, iptables and conntrack from
     the node root filesystem, the kube multi-call binary and etcd in /usr/local/bin."""
     progress("kind node image: control-plane images (kube-apiserver, ..., etcd) from the local build")
@@ -233,10 +242,10 @@ def _control_plane_archive(root: Path, kube_bin: Path, work: Path, progress: Pro
         env={"PATH": "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
         labels={
             "org.opencontainers.image.source": "gpushare-conformance",
-            "org.opencontainers.image.version": K8S_VERSION,
+            "org.opencontainers.image.version": release.version,
         },
     )
-    return write_archive([layer], config, control_plane_refs(), work / "control-plane.oci.tar")
+    return write_archive([layer], config, control_plane_refs(release), work / "control-plane.oci.tar")
 
 
 def _pause_archive(work: Path, progress: Progress) -> Path:
@@ -265,23 +274,31 @@ def _systemd_tweaks(root: Path) -> None:
         conf.write("ReadKMsg=no\n")
 
 
-def build_kind_node_image(progress: Progress = print, docker: str = "docker", rebuild: bool = False) -> str:
-    """Build (or reuse) the node image; returns its reference."""
+def build_kind_node_image(
+    progress: Progress = print,
+    docker: str = "docker",
+    rebuild: bool = False,
+    release: KubernetesRelease = DEFAULT,
+) -> str:
+    """Build (or reuse) the node image of ``release``; returns its reference."""
+    image = node_image(release)
     check_docker(docker)
     if os.geteuid() != 0:
         raise KindNodeImageError("building the kind node image needs root (debootstrap, chroot, device nodes)")
     progress("kind node image: Kubernetes binaries (ci/build-kubernetes.sh, cached)")
-    kube_bin = _script_output([str(REPO / "ci" / "build-kubernetes.sh")], "ci/build-kubernetes.sh")
+    kube_bin = _script_output([str(REPO / "ci" / "build-kubernetes.sh")], "ci/build-kubernetes.sh", release)
     progress("kind node image: kubeadm (ci/build-kubernetes.sh --kubeadm, cached)")
     kubeadm = _script_output(
-        [str(REPO / "ci" / "build-kubernetes.sh"), "--kubeadm"], "ci/build-kubernetes.sh --kubeadm"
+        [str(REPO / "ci" / "build-kubernetes.sh"), "--kubeadm"], "ci/build-kubernetes.sh --kubeadm", release
     )
     progress("kind node image: node root filesystem (ci/kind/build-node-rootfs.sh, cached)")
-    rootfs = _script_output([str(REPO / "ci" / "kind" / "build-node-rootfs.sh")], "ci/kind/build-node-rootfs.sh")
-    key = build_key(kube_bin, kubeadm, rootfs)
-    if not rebuild and existing_key(NODE_IMAGE, docker) == key:
-        progress(f"kind node image: {NODE_IMAGE} is up to date")
-        return NODE_IMAGE
+    rootfs = _script_output(
+        [str(REPO / "ci" / "kind" / "build-node-rootfs.sh")], "ci/kind/build-node-rootfs.sh", release
+    )
+    key = build_key(kube_bin, kubeadm, rootfs, release)
+    if not rebuild and existing_key(image, docker) == key:
+        progress(f"kind node image: {image} is up to date")
+        return image
     cache_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kind-node-", dir=cache_dir()) as tmp:
         work = Path(tmp)
@@ -291,7 +308,7 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
         _run(["tar", "--numeric-owner", "-xpf", str(rootfs), "-C", str(root)], "unpacking the node root filesystem")
         images = root / "kind" / "images"
         images.mkdir(parents=True)
-        shutil.copy2(_control_plane_archive(root, kube_bin, work, progress), images / "control-plane.oci.tar")
+        shutil.copy2(_control_plane_archive(root, kube_bin, work, progress, release), images / "control-plane.oci.tar")
         shutil.copy2(_pause_archive(work, progress), images / "pause.oci.tar")
         _systemd_tweaks(root)
         _run(["cp", "-a", f"{NODE_FILES}/.", str(root)], "copying ci/kind/node into the image")
@@ -300,7 +317,7 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
         for name in ("kubelet", "kubectl"):
             (usr_bin / name).symlink_to("kube")
         shutil.copy2(kubeadm, usr_bin / "kubeadm")
-        (root / "kind" / "version").write_text(K8S_VERSION + "\n")
+        (root / "kind" / "version").write_text(release.version + "\n")
         (root / "etc" / "kubernetes" / "manifests").mkdir(parents=True, exist_ok=True)
         _run(
             [
@@ -316,8 +333,8 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
             "enabling the node's units",
         )
         _run(["chroot", str(root), "systemctl", "mask", "systemd-binfmt.service"], "masking systemd-binfmt")
-        previous = _image_id(NODE_IMAGE, docker)
-        progress(f"kind node image: docker import as {NODE_IMAGE}")
+        previous = _image_id(image, docker)
+        progress(f"kind node image: docker import as {image}")
         tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         try:
             _run(
@@ -331,7 +348,7 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
                     "--change",
                     f"LABEL {BUILD_KEY_LABEL}={key}",
                     "-",
-                    NODE_IMAGE,
+                    image,
                 ],
                 "docker import of the node image",
                 stdin=tar.stdout,
@@ -342,10 +359,10 @@ def build_kind_node_image(progress: Progress = print, docker: str = "docker", re
             tar.wait()
         if tar.returncode != 0:
             raise KindNodeImageError(f"tar of the node root filesystem failed (exit {tar.returncode})")
-    if previous and previous != _image_id(NODE_IMAGE, docker):
+    if previous and previous != _image_id(image, docker):
         # the image it replaces, now untagged (kept while a container still uses it)
         subprocess.run([docker, "rmi", previous], capture_output=True, check=False)
-    return NODE_IMAGE
+    return image
 
 
 def _image_id(ref: str, docker: str) -> str | None:

@@ -45,7 +45,7 @@ def test_scheduler_patch_points_kube_scheduler_at_the_extender_config(tmp_path):
     config = kindp.kind_config(tmp_path / "sched.yaml", [])
     patches = [yaml.safe_load(p) for p in config["nodes"][0]["kubeadmConfigPatches"]]
     cluster = next(p for p in patches if p["kind"] == "ClusterConfiguration")
-    assert cluster["scheduler"]["extraArgs"]["config"] == kindp.SCHEDULER_CONFIG_PATH
+    assert {"name": "config", "value": kindp.SCHEDULER_CONFIG_PATH} in cluster["scheduler"]["extraArgs"]
     assert cluster["scheduler"]["extraVolumes"][0]["hostPath"] == kindp.SCHEDULER_CONFIG_PATH
     init = next(p for p in patches if p["kind"] == "InitConfiguration")
     assert init["skipPhases"] == ["preflight", "addon/coredns"]

@@ -94,7 +94,8 @@ def test_kind_config_mounts_the_scheduler_config(tmp_path):
         "readOnly": True,
     }
     patch = yaml.safe_load(node["kubeadmConfigPatches"][0])
-    assert patch["scheduler"]["extraArgs"] == {"config": SCHEDULER_CONFIG_PATH}
+    # the default release (1.37) takes kubeadm's v1beta4 list form
+    assert patch["scheduler"]["extraArgs"] == [{"name": "config", "value": SCHEDULER_CONFIG_PATH}]
 
 
 def test_kind_without_a_kind_binary_says_how_to_point_at_one(tmp_path, monkeypatch):
