@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpushare_conformance.fixtures.framework import stacks
+from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
-from gpushare_conformance.fixtures.plugin import progress_printer
 
 
 @pytest.fixture(scope="module")

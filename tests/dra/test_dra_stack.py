@@ -26,9 +26,9 @@ import pytest
 from judged_runs import assert_caught, assert_evidence_only, junit_outcomes, run_suite, table
 
 from gpushare_conformance.fixtures.framework import stack, stacks
+from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.framework.wait import poll_until
-from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_conformance.summary import INFO, NA, OPEN, PASS, SKIP, conformance_line
 from gpushare_stack import faults
 

@@ -24,9 +24,9 @@ from judged_runs import assert_caught, junit_outcomes
 
 from gpushare_conformance.fixtures.framework import deploy, stack
 from gpushare_conformance.fixtures.framework.kube import Kube
+from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.framework.wait import poll_until
-from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_conformance.profiles import PROFILES
 from gpushare_stack import contract, faults
 

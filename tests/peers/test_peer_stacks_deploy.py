@@ -22,8 +22,8 @@ import uuid
 import pytest
 
 from gpushare_conformance.fixtures.framework import podstate
+from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.submit import wait_pod
-from gpushare_conformance.fixtures.plugin import progress_printer
 from gpushare_stack import contract
 
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpushare_conformance.fixtures.plugin import read_handle, write_handle
+from gpushare_conformance.fixtures.framework.handles import read_handle, write_handle
 from gpushare_conformance.fixtures.providers.base import ClusterHandle
 
 

@@ -15,7 +15,7 @@ def opts(**values):
 def test_defaults_are_local_reference_mocked():
     o = opts()
     assert (o.cluster, o.stack, o.mocked_nvml, o.wait_timeout) == ("local", "reference", True, 180.0)
-    assert o.provider_options() == {"inventory": None, "keep": False}
+    assert o.provider_options() == {"inventory": None, "keep": False, "kubernetes_version": None}
 
 
 def test_the_dra_options_spell_another_drivers_claims():
@@ -110,6 +110,7 @@ SUITE_OPTIONS = (
     "--gpushare-mock-nvml",
     "--gpushare-real-gpu",
     "--gpushare-mock-inventory",
+    "--gpushare-kubernetes-version",
     "--gpushare-wait-timeout",
     "--gpushare-timeout",
     "--gpushare-verdict-summary",

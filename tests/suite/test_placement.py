@@ -103,7 +103,7 @@ class _Item:
 
 
 def test_parallel_order_puts_whole_node_checks_first_and_cluster_wide_ones_last():
-    from gpushare_conformance.fixtures.plugin import parallel_rank
+    from gpushare_conformance.fixtures.framework.ordering import parallel_rank
 
     items = [
         _Item("unit", cluster=False),

@@ -165,16 +165,16 @@ def _gpu_node(name, allocatable, annotations=None):
     ],
 )
 def test_a_node_advertising_zero_is_an_infrastructure_error_not_a_gpu_node(allocatable, named):
-    from gpushare_conformance.fixtures.plugin import _gpu_nodes_of
+    from gpushare_conformance.fixtures.framework.discovery import gpu_nodes_of
     from gpushare_conformance.fixtures.providers.base import InfrastructureError
 
     kube = _Nodes(_gpu_node("gpu-1", {"cpu": "2", **allocatable}))
     with pytest.raises(InfrastructureError, match=rf"node gpu-1 advertises .*{named}.*not registered"):
-        _gpu_nodes_of(kube, get_profile("reference"), None, print)
+        gpu_nodes_of(kube, get_profile("reference"), None, print)
 
 
 def test_card_sizes_come_from_the_stacks_card_list_in_mib():
-    from gpushare_conformance.fixtures.plugin import _gpu_nodes_of
+    from gpushare_conformance.fixtures.framework.discovery import gpu_nodes_of
 
     cards = json.dumps([{"index": i, "memory_mib": 16160} for i in range(4)])
     node = _gpu_node(
@@ -182,5 +182,5 @@ def test_card_sizes_come_from_the_stacks_card_list_in_mib():
         {"aliyun.com/gpu-mem": "60", "aliyun.com/gpu-count": "4"},
         {"gpushare.conformance.io/cards": cards},
     )
-    (gpus,) = _gpu_nodes_of(_Nodes(node), get_profile("reference"), None, print)
+    (gpus,) = gpu_nodes_of(_Nodes(node), get_profile("reference"), None, print)
     assert [c.memory_mib for c in gpus.cards] == [16160] * 4, "NVML's size, not capacity / count (15360)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from gpushare_conformance.fixtures import plugin
+from gpushare_conformance.fixtures.framework import handles
 from gpushare_conformance.fixtures.options import SuiteOptions
 from gpushare_conformance.fixtures.providers.base import ClusterHandle
 
@@ -24,7 +25,7 @@ def test_xdist_controller_does_not_sweep_a_cluster_it_took_down(tmp_path, monkey
     state = plugin.SuiteState(SuiteOptions.from_values({"gpushare_cluster": "local"}), None)
     monkeypatch.setattr(plugin.SuiteState, "run_dir", property(lambda self: tmp_path / "run"))
     handle = ClusterHandle(provider="local", kubeconfig=tmp_path / "kubeconfig", kubectl="kubectl")
-    monkeypatch.setattr(plugin, "read_handle", lambda run_dir: handle)
+    monkeypatch.setattr(handles, "read_handle", lambda run_dir: handle)
     monkeypatch.setattr(
         "gpushare_conformance.fixtures.framework.kube.Kube", lambda h: SimpleNamespace(core=_Core(cluster))
     )

@@ -1,0 +1,115 @@
+"""The namespaces of a run's checks, handled without pytest against a small fake of the
+``Kube`` wrapper (``core``, ``batch``, ``resource``): named as DNS labels, labelled with
+the run, deleted pods first, swept at the end with what is left reported."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+from gpushare_conformance import names
+from gpushare_conformance.fixtures.framework import namespaces
+from gpushare_conformance.fixtures.framework.timeouts import Timeouts
+
+QUICK = Timeouts(pods_gone=0.3, claim_release=0.3, namespace_delete=0.3)
+
+
+def _ns(name: str, phase: str = "Active"):
+    return SimpleNamespace(metadata=SimpleNamespace(name=name), status=SimpleNamespace(phase=phase))
+
+
+class _Core:
+    """The part of the core API the namespace helpers use, over an in-memory cluster."""
+
+    def __init__(self, pods: dict[str, list[str]], spaces: dict[str, str] | None = None, stuck: bool = False) -> None:
+        self.pods, self.spaces, self.stuck = pods, spaces or {}, stuck
+        self.created: list[dict] = []
+        self.deleted: list[str] = []
+
+    def create_namespace(self, body: dict) -> None:
+        self.created.append(body)
+
+    def delete_collection_namespaced_pod(self, namespace: str, grace_period_seconds: int) -> None:
+        if not self.stuck:
+            self.pods[namespace] = []
+
+    def list_namespaced_pod(self, namespace: str):
+        return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(name=p)) for p in self.pods[namespace]])
+
+    def delete_namespace(self, name: str) -> None:
+        self.deleted.append(name)
+        if not self.stuck:
+            self.spaces.pop(name, None)
+
+    def list_namespace(self, label_selector: str):
+        return SimpleNamespace(items=[_ns(n, p) for n, p in self.spaces.items()])
+
+
+class _Resource:
+    def __init__(self, claims: list[dict]) -> None:
+        self.claims = claims
+
+    def list_namespaced_resource_claim(self, namespace: str, _preload_content: bool):
+        return SimpleNamespace(data=json.dumps({"items": self.claims}))
+
+
+def _kube(core: _Core, claims: list[dict] | None = None):
+    batch = SimpleNamespace(delete_collection_namespaced_job=lambda namespace, propagation_policy: None)
+    return SimpleNamespace(core=core, batch=batch, resource=_Resource(claims or []))
+
+
+def test_a_namespace_name_is_a_dns_label_from_the_test_name_and_the_count():
+    name = namespaces.namespace_name("conformance/test_grid.py::test_Grid_[2 GiB over 4 cards]", 7)
+    assert re.fullmatch(r"gs-test-grid-2-gib-over-4-cards-7-[0-9a-f]{4}", name), name
+    long = namespaces.namespace_name("x.py::test_" + "a" * 100, 1)
+    assert len(long) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", long)
+    assert namespaces.namespace_name("x.py::t", 1) != namespaces.namespace_name("x.py::t", 1), "random suffix"
+
+
+def test_a_namespace_is_created_with_the_run_and_suite_labels():
+    core = _Core({})
+    assert namespaces.create_namespace(_kube(core), "gs-a-1-beef", "run-1") == "gs-a-1-beef"
+    (body,) = core.created
+    assert body["metadata"] == {"name": "gs-a-1-beef", "labels": {names.RUN_LABEL: "run-1", names.SUITE_LABEL: "true"}}
+
+
+def test_a_namespace_is_deleted_after_its_pods_are_gone():
+    core = _Core({"gs-a": ["p1", "p2"]})
+    namespaces.delete_namespace(_kube(core), "gs-a", QUICK, print)
+    assert core.pods["gs-a"] == [] and core.deleted == ["gs-a"]
+
+
+def test_pods_that_stay_are_reported_and_the_namespace_deleted_anyway():
+    core, said = _Core({"gs-a": ["stuck"]}, stuck=True), []
+    namespaces.delete_namespace(_kube(core), "gs-a", QUICK, said.append)
+    assert core.deleted == ["gs-a"]
+    assert len(said) == 1 and "the pods of namespace gs-a to be deleted" in said[0] and "anyway" in said[0]
+
+
+def test_an_allocated_claim_holds_the_namespace_until_the_time_out():
+    core, said = _Core({"gs-a": []}), []
+    claim = {"metadata": {"name": "c1"}, "status": {"allocation": {"devices": {}}}}
+    namespaces.delete_namespace(_kube(core, [claim]), "gs-a", QUICK, said.append)
+    assert "the DRA claims of namespace gs-a to be released" in said[0] and "1 allocated: c1" in said[0]
+    assert core.deleted == ["gs-a"]
+
+
+def test_the_sweep_deletes_the_runs_namespaces_and_waits_for_them():
+    core = _Core({}, {"gs-a": "Active", "gs-b": "Terminating"})
+    core.delete_namespace = lambda name: (core.deleted.append(name), core.spaces.clear())
+    assert namespaces.sweep_namespaces(_kube(core), "run-1", QUICK, print) == []
+    assert core.deleted == ["gs-a"], "a Terminating namespace is not deleted again"
+
+
+def test_the_sweep_returns_and_reports_the_namespaces_left():
+    core, said = _Core({}, {"gs-a": "Active"}, stuck=True), []
+    assert namespaces.sweep_namespaces(_kube(core), "run-1", QUICK, said.append) == ["gs-a"]
+    assert any("namespaces not deleted" in line for line in said)
+
+
+def test_a_sweep_that_cannot_reach_the_cluster_reports_and_returns_nothing():
+    core, said = _Core({}), []
+    core.list_namespace = lambda label_selector: (_ for _ in ()).throw(ConnectionRefusedError("refused"))
+    assert namespaces.sweep_namespaces(_kube(core), "run-1", QUICK, said.append) == []
+    assert said == ["warning: namespace clean-up failed: ConnectionRefusedError: refused"]
