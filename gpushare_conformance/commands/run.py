@@ -102,7 +102,7 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
 KUBERNETES_VERSION_HELP = (
     "Kubernetes release of the local cluster: a minor (1.35, 1.36, 1.37) or its served patch release (v1.37.2); "
     "built from the Go module proxy once and cached; a running cluster of another release is replaced "
-    "(default: the running cluster's, else the newest served, 1.37)"
+    "(default: the newest served, 1.37)"
 )
 
 
