@@ -82,3 +82,9 @@ def test_the_suite_option_is_checked_and_reaches_the_local_and_kind_providers() 
         SuiteOptions.from_values(
             {"gpushare_cluster": "existing", "gpushare_kubernetes_version": "1.37", "gpushare_kubeconfig": None}
         )
+
+
+def test_the_controller_manager_is_given_only_controllers_its_release_knows() -> None:
+    # 1.37 dropped the cloud node lifecycle controller; naming it stops the controller manager
+    assert versions.resolve("1.36").controllers == "*,-nodeipam,-cloud-node-lifecycle"
+    assert versions.resolve("1.37").controllers == "*,-nodeipam"
