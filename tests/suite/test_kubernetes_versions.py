@@ -88,3 +88,10 @@ def test_the_controller_manager_is_given_only_controllers_its_release_knows() ->
     # 1.37 dropped the cloud node lifecycle controller; naming it stops the controller manager
     assert versions.resolve("1.36").controllers == "*,-nodeipam,-cloud-node-lifecycle"
     assert versions.resolve("1.37").controllers == "*,-nodeipam"
+
+
+def test_preloaded_images_are_not_pulled_again_where_the_kubelet_would_verify_them() -> None:
+    # 1.34 refuses the field (its gate is off); from 1.35 the kubelet would re-pull an image
+    # it once pulled from a registry under another name
+    assert versions.resolve("1.34").kubelet_settings == {}
+    assert versions.resolve("1.35").kubelet_settings == {"imagePullCredentialsVerificationPolicy": "NeverVerify"}
