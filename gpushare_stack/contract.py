@@ -5,6 +5,9 @@ Each name here is part of a contract between parts; change docs/design.md first.
 
 from __future__ import annotations
 
+# The stack's own behaviour, as ``--flavor`` names it (gpushare_stack/variants.py).
+REFERENCE_FLAVOR = "reference"
+
 # Extended resources and the pod label.
 RESOURCE_MEM = "aliyun.com/gpu-mem"  # GiB, all cards of a node
 RESOURCE_COUNT = "aliyun.com/gpu-count"  # cards of a node

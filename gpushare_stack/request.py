@@ -74,7 +74,7 @@ def share_request(pod: Mapping[str, Any], *, integer_rule: bool = True) -> Share
 
     Rules: gpu-count label is an integer >= 1; every container's gpu-mem is divisible
     by the count (each card gives the same share); the pod asks for some gpu-mem.
-    ``integer_rule=False`` only serves the ``ignore-integer-rule`` fault (``faults.py``).
+    ``integer_rule=False`` only serves the ``ignore-integer-rule`` fault (``gpushare_doubles/faults.py``).
     """
     labels = (pod.get("metadata") or {}).get("labels") or {}
     raw_count = labels.get(contract.LABEL_COUNT, "1")

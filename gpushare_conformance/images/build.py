@@ -42,7 +42,9 @@ IMAGE_REQUIREMENTS = (
     "hypercorn>=0.17",
 )
 IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
-APP_PACKAGES = ("gpushare_conformance", "gpushare_stack")
+# gpushare_doubles: the peers' flavors and the faults, which the stack loads by name for
+# --flavor and --fault (gpushare_stack/variants.py); the test images carry them.
+APP_PACKAGES = ("gpushare_conformance", "gpushare_stack", "gpushare_doubles")
 WORKLOAD_SCRIPT = "root/tensorflow-sample-code/tfjob/docker/mnist/main.py"
 
 Progress = Callable[[str], None]

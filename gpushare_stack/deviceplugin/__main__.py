@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from gpushare_stack import contract, faults, kubeclient, peers
+from gpushare_stack import contract, kubeclient, variants
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
 from gpushare_stack.deviceplugin.environment import DEVICE_LIST_STRATEGIES, DEVICE_MOUNTS_ROOT, ENVVAR, VOLUME_MOUNTS
 from gpushare_stack.deviceplugin.kube import KubeAccess
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         "another GPU-sharing stack's device plugin instead.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {kubeclient.version()}")
-    parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
+    variants.add_flavor_option(parser, variants.DEVICE_PLUGIN)
     parser.add_argument(
         "--node-name", default=os.environ.get("NODE_NAME"), help="this node's name (default: env NODE_NAME)"
     )
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often NVML is polled for cards that disappeared (default: %(default)s)",
     )
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file; default: the in-cluster service account")
-    parser.add_argument("--fault", choices=faults.DEVICE_PLUGIN_FAULTS, default=None, help=faults.DEVICE_PLUGIN_HELP)
+    variants.add_fault_option(parser, variants.DEVICE_PLUGIN)
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)"
     )
@@ -77,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kubeclient.require_node_name(parser, args.node_name)
     kubeclient.require_positive_seconds(parser, "--health-interval", args.health_interval)
-    faults.warn_fault(logging.getLogger(__name__), "gpushare-device-plugin", args.fault)
+    try:
+        flavor = variants.load(variants.DEVICE_PLUGIN, args.flavor, args.fault)
+    except ValueError as exc:
+        parser.error(str(exc))
+    variants.warn_fault(logging.getLogger(__name__), variants.DEVICE_PLUGIN, args.fault)
     api = kubeclient.load_or_exit(parser, args.kubeconfig)
     try:
         plugin = DevicePlugin(
@@ -88,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             native_host_dir=args.native_host_dir,
             containers_dir=args.containers_dir,
             health_interval_s=args.health_interval,
-            fault=args.fault,
-            flavor=peers.device_plugin_flavor(args.flavor),
+            flavor=flavor,
             device_list_strategy=args.device_list_strategy,
         )
     except DiscoveryError as exc:

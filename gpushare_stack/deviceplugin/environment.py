@@ -69,3 +69,13 @@ def device_list_mounts(visible: str) -> list[HostMount]:
     return [
         HostMount(f"{DEVICE_MOUNTS_ROOT}/{name.strip()}", "/dev/null") for name in visible.split(",") if name.strip()
     ]
+
+
+def without_shim(env: dict[str, str]) -> dict[str, str]:
+    """``env`` minus the isolation shim's preload and its limits: what a container of a
+    stack that isolates nothing is given (the DRA driver's ``isolation=False`` seam)."""
+    return {
+        key: value
+        for key, value in env.items()
+        if key != contract.ENV_LD_PRELOAD and not key.startswith(contract.ENV_LIMIT_ALL)
+    }

@@ -49,10 +49,3 @@ class KubeAccess:
 
     def annotate_node(self, node: str, key: str, value: str) -> None:
         self.core.patch_node(node, {"metadata": {"annotations": {key: value}}}, _content_type=MERGE_PATCH)
-
-    def release_node_lock(self, node: str, namespace: str, name: str) -> None:
-        """Remove the node's lock annotation if ``namespace/name`` holds it (the hami-like
-        flavor's node lock, taken by its extender at bind)."""
-        from gpushare_stack.peers.hami_like import release_node_lock
-
-        release_node_lock(self.core, node, namespace, name)

@@ -1,7 +1,7 @@
 """The device plugin: its resources, health polling, kubelet restarts, Allocate.
 
 What it advertises, what it writes on its node and what a container gets come from
-its flavor (gpushare_stack/peers): the reference stack's two resources by default.
+its policy (deviceplugin/policy.py): the reference stack's two resources by default.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from gpushare_stack import contract, faults, peers
+from gpushare_stack import contract
 from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import devices
 from gpushare_stack.deviceplugin.container_files import ContainerFilesError
@@ -28,11 +28,11 @@ from gpushare_stack.deviceplugin.environment import (
 )
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, Match, match_allocation
+from gpushare_stack.deviceplugin.policy import COUNT_SOCKET, MEM_SOCKET, ReferenceDevicePlugin
 
 log = logging.getLogger(__name__)
 
-MEM_SOCKET = "gpushare-mem.sock"
-COUNT_SOCKET = "gpushare-count.sock"
+__all__ = ["COUNT_SOCKET", "MEM_SOCKET", "DevicePlugin", "PodSource", "container_response"]
 
 
 class PodSource(Protocol):
@@ -42,7 +42,7 @@ class PodSource(Protocol):
     def mark_assigned(self, namespace: str, name: str) -> None: ...
     def annotate_node(self, node: str, key: str, value: str) -> None: ...
 
-    # Used only by the peers' flavors (gpushare_stack/peers):
+    # Used only by the peers' flavors (gpushare_doubles/flavors):
     # patch_pod_annotations(namespace, name, annotations) and
     # patch_node_capacity(node, capacity); mark_assigned(namespace, name, annotations).
 
@@ -79,8 +79,7 @@ class DevicePlugin:
         containers_dir: str | None = None,
         health_interval_s: float = 10.0,
         kubelet_check_s: float = 1.0,
-        fault: str | None = None,
-        flavor: Any = None,
+        flavor: ReferenceDevicePlugin | None = None,
         device_list_strategy: str = ENVVAR,
     ) -> None:
         if device_list_strategy not in DEVICE_LIST_STRATEGIES:
@@ -88,9 +87,6 @@ class DevicePlugin:
                 f"gpushare: --device-list-strategy must be one of {DEVICE_LIST_STRATEGIES}, got {device_list_strategy!r}"
             )
         self.device_list_strategy = device_list_strategy
-        if fault is not None and fault not in faults.DEVICE_PLUGIN_FAULTS:
-            raise ValueError(f"gpushare: --fault must be one of {faults.DEVICE_PLUGIN_FAULTS}, got {fault!r}")
-        self.fault = fault  # faults.py: only for proving the suite catches a broken stack
         self.node = node
         self._discover = discover
         self.kube = kube
@@ -109,7 +105,7 @@ class DevicePlugin:
         self._progress: dict[str, set[int]] = {}
         self._stop = threading.Event()
         self.registrations = 0
-        self.flavor = flavor if flavor is not None else peers.device_plugin_flavor(peers.REFERENCE)
+        self.flavor = flavor if flavor is not None else ReferenceDevicePlugin()
         self.resources: list[ResourcePlugin] = self.flavor.resources(self)
         by_name = {r.resource: r for r in self.resources}
         self.mem = by_name.get(contract.RESOURCE_MEM)
@@ -119,7 +115,7 @@ class DevicePlugin:
     def poll_health(self) -> bool:
         """Re-read NVML; a card that is gone (or NVML failing) turns Unhealthy.
         Returns whether anything changed."""
-        if self.fault == faults.BLIND_TO_HEALTH or not self.flavor.watches_health:
+        if not self.flavor.watches_health:
             return False
         try:
             present = {c.uuid for c in self._discover()}

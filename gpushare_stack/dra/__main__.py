@@ -9,11 +9,12 @@ import signal
 import sys
 import threading
 
-from gpushare_stack import contract, faults, kubeclient
+from gpushare_stack import contract, kubeclient, variants
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
 from gpushare_stack.dra import kubelet_plugin
 from gpushare_stack.dra.edits import DRA_DIR, Preparer
 from gpushare_stack.dra.kube import DraKubeAccess
+from gpushare_stack.dra.policy import ReferenceDraDriver
 from gpushare_stack.dra.publisher import SlicePublisher
 from gpushare_stack.dra.slices import DRIVER
 
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often the node's slice is checked against its cards (default: %(default)s)",
     )
-    parser.add_argument("--fault", choices=faults.DRA_PLUGIN_FAULTS, default=None, help=faults.DRA_PLUGIN_HELP)
+    variants.add_fault_option(parser, variants.DRA_PLUGIN)
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file; default: the in-cluster service account")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)"
@@ -86,23 +87,24 @@ def main(argv: list[str] | None = None) -> int:
     except DiscoveryError as exc:
         print(exc, file=sys.stderr)
         return 1
-    faults.warn_fault(log, "gpushare-dra-plugin", args.fault)
+    try:
+        policy = variants.load(variants.DRA_PLUGIN, fault=args.fault) or ReferenceDraDriver()
+    except ValueError as exc:
+        parser.error(str(exc))
+    variants.warn_fault(log, variants.DRA_PLUGIN, args.fault)
     preparer = Preparer(
         api,
         discover,
         args.native_host_dir,
         args.containers_dir,
         args.dra_dir,
-        isolation=args.fault != faults.NO_ISOLATION,
+        isolation=policy.isolation,
     )
     plugin = kubelet_plugin.DraPlugin(
         args.node_name, api, args.driver, on_prepared=preparer.prepare, on_unprepared=preparer.unprepare
     )
     server, _ = kubelet_plugin.serve(plugin, args.registry_dir, args.plugins_dir)
-    overcommit = (
-        (lambda card: faults.overcommitted_gib(card.memory_gib)) if args.fault == faults.OVERCOMMIT_CAPACITY else None
-    )
-    publisher = SlicePublisher(api.resource, args.node_name, args.driver, capacity_gib=overcommit)
+    publisher = SlicePublisher(api.resource, args.node_name, args.driver, capacity_gib=policy.capacity_gib())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     log.info("serving DRA driver %s on node %s (%d cards)", args.driver, args.node_name, len(cards))

@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpushare_stack import contract, faults
+from gpushare_stack import contract
 from gpushare_stack.deviceplugin.container_files import write_container_files
 from gpushare_stack.deviceplugin.discovery import GpuCard
-from gpushare_stack.deviceplugin.environment import container_environment, device_list_mounts
+from gpushare_stack.deviceplugin.environment import container_environment, device_list_mounts, without_shim
 from gpushare_stack.dra.containers import container_shares
 from gpushare_stack.dra.shares import ClaimError, Share
 
@@ -46,7 +46,7 @@ def container_edits(
     isolation: bool = True,
 ) -> dict[str, Any]:
     """The environment and mounts of one container holding ``shares`` (``isolation``
-    False: the fault no-isolation, the shim and its limits left out)."""
+    False: the shim and its limits left out, ``dra/policy.py``)."""
     missing = [s.card_index for s in shares if s.card_index not in cards]
     if missing:
         raise ClaimError(f"cards {missing} of the claim's shares are not on this node")
@@ -61,8 +61,8 @@ def container_edits(
     if isolation:
         env[contract.ENV_USAGE_FILE] = contract.CONTAINER_USAGE_FILE
         files = write_container_files(containers_dir, pod_uid, container_index, env)
-    else:  # as the device plugin's fault: no shim, no limits, no container files
-        env, files = faults.without_isolation(env), []
+    else:  # no shim, no limits, no container files
+        env, files = without_shim(env), []
     mounts = [*mounts, *files, *device_list_mounts(env[contract.ENV_VISIBLE])]
     return {
         "env": dict(sorted(env.items())),
@@ -110,7 +110,7 @@ class Preparer:
         self.native_host_dir = native_host_dir
         self.containers_dir = containers_dir
         self.dra_dir = dra_dir
-        self.isolation = isolation  # False only under the fault no-isolation
+        self.isolation = isolation  # False only in a variant (dra/policy.py)
 
     def prepare(self, claim: Mapping[str, Any], shares: Sequence[Share]) -> dict[str, Path]:
         meta = claim.get("metadata") or {}

@@ -9,14 +9,14 @@ import os
 import signal
 import ssl
 
-from gpushare_stack import contract, faults, kubeclient, peers
+from gpushare_stack import contract, kubeclient, variants
 from gpushare_stack.extender import selection
 from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.informer import Informer
+from gpushare_stack.extender.policy import ReferenceExtender
 from gpushare_stack.extender.server import DEADLINE_S, LOOPBACK, MAX_CONNECTIONS, ExtenderServer, limit_connections
 from gpushare_stack.extender.state import ClusterState
 from gpushare_stack.extender.tls import TlsConfigError, server_context
-from gpushare_stack.peers.hami_like import EXTENDER_PREFIX as HAMI_PREFIX
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         "behave like another GPU-sharing stack's scheduler instead.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {kubeclient.version()}")
-    parser.add_argument("--flavor", choices=peers.FLAVORS, default=peers.REFERENCE, help=peers.FLAVOR_HELP)
+    variants.add_flavor_option(parser, variants.EXTENDER)
     parser.add_argument("--address", default="0.0.0.0", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=contract.EXTENDER_PORT, help="TCP port (default: %(default)s)")
     parser.add_argument(
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--prefix",
         default=None,
-        help=f"URL prefix of the verbs (default: {contract.EXTENDER_PREFIX}; {HAMI_PREFIX} with --flavor hami-like)",
+        help=f"URL prefix of the verbs (default: {contract.EXTENDER_PREFIX}; a flavor's own prefix with --flavor)",
     )
     parser.add_argument(
         "--policy",
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--watch-timeout", type=int, default=300, help="seconds before a watch is re-opened (default: %(default)s)"
     )
-    parser.add_argument("--fault", choices=faults.EXTENDER_FAULTS, default=None, help=faults.EXTENDER_HELP)
+    variants.add_fault_option(parser, variants.EXTENDER)
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="(default: %(default)s)"
     )
@@ -124,17 +124,20 @@ def main(argv: list[str] | None = None) -> int:
         if port is not None and not 0 <= port <= 65535:
             parser.error(f"{option}: {port} is not a TCP port (0-65535)")
     tls_context = _tls_context(parser, args)
-    if args.fault == faults.OPEN_TO_STALLS:
-        args.address, args.deadline = faults.STALLS_ADDRESS, faults.STALLS_DEADLINE_S
-        args.max_connections = faults.STALLS_CONNECTIONS
+    try:
+        flavor = variants.load(variants.EXTENDER, args.flavor, args.fault) or ReferenceExtender()
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.address, args.deadline, args.max_connections = flavor.listening(
+        args.address, args.deadline, args.max_connections
+    )
     try:
         limit_connections(args.max_connections)
     except (ValueError, OSError) as exc:
         parser.error(f"--max-connections: {args.max_connections}: cannot set the file limit: {exc}")
-    faults.warn_fault(logging.getLogger(__name__), "gpushare-extender", args.fault)
-    flavor = peers.extender_flavor(args.flavor)
+    variants.warn_fault(logging.getLogger(__name__), variants.EXTENDER, args.fault)
     prefix = args.prefix if args.prefix is not None else flavor.default_prefix
-    state = ClusterState(policy=args.policy, fault=args.fault, flavor=flavor)
+    state = ClusterState(policy=args.policy, flavor=flavor)
     api = kubeclient.load_or_exit(parser, args.kubeconfig)
     Informer(state, api, watch_timeout_s=args.watch_timeout).start()
     server = ExtenderServer(

@@ -8,7 +8,6 @@ from typing import Any
 
 from kubernetes import client
 
-from gpushare_stack import faults
 from gpushare_stack.allocation import Allocation
 from gpushare_stack.extender.state import BindError, ClusterState
 from gpushare_stack.kubeclient import MERGE_PATCH
@@ -54,13 +53,7 @@ class Binder:
             self._create_binding(namespace, name, uid, node)
             return None
         flavor = self.state.flavor
-        if self.state.fault in (faults.TWINS_AT_ONCE, faults.STALE_VIEW):
-            # Faults of a stack whose binds run at once, each on its own view of the node.
-            log.warning(
-                "FAULT INJECTED: %s: binding %s/%s without waiting for its twins", self.state.fault, namespace, name
-            )
-        else:
-            flavor.lock_node(self.core, pod, node)
+        flavor.lock_node(self.core, pod, node)
         try:
             return self._bind_locked(pod, namespace, name, uid, node)
         finally:
@@ -73,8 +66,7 @@ class Binder:
         except Exception:
             flavor.unlock_node(self.core, pod, node)
             raise
-        if self.state.fault == faults.STALE_VIEW:
-            faults.stale_view_delay(log, f"{namespace}/{name}")
+        flavor.before_writing_bind(f"{namespace}/{name}")
         try:
             annotations = self.state.flavor.bind_annotations(alloc, self.state.cards(node), pod)
             self.core.patch_namespaced_pod(

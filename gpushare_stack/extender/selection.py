@@ -21,7 +21,7 @@ class Card:
     """One physical card as the scheduler sees it (sizes in whole GiB)."""
 
     index: int
-    total_gib: int  # whole GiB; MiB under the hami-like flavor (gpushare_stack/peers)
+    total_gib: int  # whole GiB; MiB under the hami-like flavor (gpushare_doubles/flavors)
     healthy: bool = True
     uuid: str = ""
 

@@ -15,19 +15,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpushare_stack import faults, peers
-from gpushare_stack.allocation import Allocation, AllocationAnnotationError, is_terminated
+from gpushare_stack.allocation import Allocation, AllocationAnnotationError
 from gpushare_stack.extender import selection
+from gpushare_stack.extender.errors import BindError, NodeNotKnown
 from gpushare_stack.extender.nodes import CardSource, NodeCardsError, NodeSource
+from gpushare_stack.extender.policy import ReferenceExtender
 from gpushare_stack.extender.selection import Card, Misfit
-from gpushare_stack.peers.reference import NodeNotKnown
 from gpushare_stack.request import ShareRequest, ShareRequestError
 
 log = logging.getLogger(__name__)
-
-
-class BindError(RuntimeError):
-    """The pod cannot be bound to the node (message says why)."""
 
 
 @dataclass
@@ -65,21 +61,15 @@ class ClusterState:
         self,
         policy: str = selection.BINPACK,
         clock: Callable[[], int] = time.time_ns,
-        fault: str | None = None,
-        flavor: Any = None,
+        flavor: ReferenceExtender | None = None,
     ) -> None:
         if policy not in selection.POLICIES:
             raise ValueError(f"gpushare: --policy must be one of {selection.POLICIES}, got {policy!r}")
-        if fault is not None and fault not in faults.EXTENDER_FAULTS:
-            raise ValueError(f"gpushare: --fault must be one of {faults.EXTENDER_FAULTS}, got {fault!r}")
         self.policy = policy
-        self.fault = fault  # faults.py: only for proving the suite catches a broken stack
-        # What differs between the reference stack and the peers it can behave like
-        # (gpushare_stack/peers): requests, node cards, fit reasons, annotations.
-        self.flavor = flavor if flavor is not None else peers.extender_flavor(peers.REFERENCE)
-        self._share_request = (
-            faults.ignore_integer_rule if fault == faults.IGNORE_INTEGER_RULE else self.flavor.share_request
-        )
+        # Every answer where a variant of the stack differs (extender/policy.py):
+        # requests, node cards, fit reasons, annotations; the reference by default.
+        self.flavor = flavor if flavor is not None else ReferenceExtender()
+        self._share_request = self.flavor.share_request
         self._clock = clock
         self._lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}
@@ -142,9 +132,7 @@ class ClusterState:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         key = _pod_key(pod)
         with self._lock:
-            if is_terminated(pod) and not (
-                self.fault == faults.FAILED_PODS_HOLD and (pod.get("status") or {}).get("phase") == "Failed"
-            ):
+            if self.flavor.gives_cards_back(pod):
                 self._pods.pop(key, None)
                 self._waiting.pop(uid, None)
                 self._release(uid)
@@ -273,16 +261,17 @@ class ClusterState:
             outcome.unresolvable = {n: str(exc) for n in names}
             return outcome
         count, share = request.count, request.per_card_gib
-        if self.fault == faults.SCHEDULE_NOTHING:
-            outcome.failed = {n: faults.nothing_fits(count, share) for n in names}
+        refusal = self.flavor.refusal_for_every_node(count, share)
+        if refusal is not None:
+            outcome.failed = dict.fromkeys(names, refusal)
             return outcome
         with self._lock:
             nodes_known, free_desc, misfits, key = self._nodes, self._free_desc, self._misfits, (count, share)
-            pooled = faults.cards_free_across_nodes(free_desc, share) if self.fault == faults.CARDS_ACROSS_NODES else 0
+            pooled = self.flavor.cards_free_anywhere(free_desc, share)
             for name, ref in zip(names, refs, strict=True):
                 entry = nodes_known.get(name)
                 if pooled >= count and any(f >= share for f in free_desc.get(name, ())):
-                    outcome.fits.append(name)  # fault cards-across-nodes: counted over every node
+                    outcome.fits.append(name)  # cards counted beyond the node (never, by the reference)
                     continue
                 if ref is name or (entry is not None and entry.source == ref.source):
                     free = free_desc.get(name)
@@ -340,9 +329,13 @@ class ClusterState:
                 )
             self._release(uid)  # an earlier failed attempt of the same pod
             count = request.count
-            if self.fault == faults.CARDS_ACROSS_NODES and node in self._nodes:
-                # Fault: the rest of the pod's cards are "on other nodes"; take what this node has.
-                count = faults.cards_on_this_node(self._nodes[node].cards, self._used.get(node, {}), request)
+            taken = (
+                self.flavor.cards_to_take(self._nodes[node].cards, self._used.get(node, {}), request)
+                if node in self._nodes
+                else None
+            )
+            if taken is not None:
+                count = taken
             else:
                 bad = self._node_misfit(node, request, self._nodes.get(node))
                 if bad is not None:
@@ -352,8 +345,7 @@ class ClusterState:
             if chosen is None:  # misfit() said it fits; guard the invariant anyway
                 raise BindError(f"gpushare: no {request.count} cards with {request.per_card_gib} GiB free on {node}")
             containers = {c.index: {i: request.container_per_card(c) for i in chosen} for c in request.containers}
-            if self.fault == faults.UNEVEN_SPLIT:
-                containers = {c: faults.uneven_split(cards) for c, cards in containers.items()}
+            containers = self.flavor.split(containers)
             alloc = Allocation(
                 uid=uid,
                 namespace=str(meta.get("namespace", "")),
@@ -362,8 +354,8 @@ class ClusterState:
                 containers=containers,
                 assume_time_ns=self._clock(),
             )
-            if self.fault == faults.STALE_VIEW:
-                return alloc  # fault: no reservation; the view changes when the informer sees the bind
+            if not self.flavor.reserves_assumed:
+                return alloc  # no reservation: the view changes when the informer sees the bind
             self._hold(alloc)
             return alloc
 

@@ -155,7 +155,7 @@ class ExtenderArgs:
 
 
 def _flavor_node_sources(raw_nodes: list[msgspec.Raw], flavor: Any) -> list[NodeSource]:
-    """Node sources read by a peer flavor's own node reader (gpushare_stack/peers)."""
+    """Node sources read by a peer flavor's own node reader (gpushare_doubles/flavors)."""
     sources = []
     for raw in raw_nodes:
         node = _ANY.decode(bytes(raw))

@@ -30,7 +30,7 @@ from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_conformance.summary import INFO, NA, OPEN, PASS, SKIP, conformance_line
-from gpushare_stack import faults
+from gpushare_doubles import faults
 
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
 

@@ -2,7 +2,7 @@
 against that fault, and see exactly those fail with the broken figure in the message.
 
 Each case applies ``manifests/overlays/faults/<fault>`` (the mock stack plus one
-``--fault`` flag, see ``gpushare_stack/faults.py``) on the session's cluster (local,
+``--fault`` flag, see ``gpushare_doubles/faults.py``) on the session's cluster (local,
 or kind for the case that needs two GPU nodes: tests/kind runs it there),
 runs the chosen checks in a child pytest (as a user would), reads its JUnit XML, and
 always puts the sound stack back afterwards, also when the case fails. A control
@@ -28,7 +28,8 @@ from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_conformance.profiles import PROFILES
-from gpushare_stack import contract, faults
+from gpushare_doubles import faults
+from gpushare_stack import contract
 
 pytestmark = [pytest.mark.e2e, pytest.mark.mutation, pytest.mark.disruptive]
 

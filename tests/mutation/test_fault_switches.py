@@ -21,7 +21,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpushare_stack import contract, faults
+from gpushare_doubles import faults, registry
+from gpushare_stack import contract
 from gpushare_stack.allocation import bind_annotations
 from gpushare_stack.deviceplugin import __main__ as plugin_main
 from gpushare_stack.deviceplugin.container_files import prepared_usage_file
@@ -71,7 +72,7 @@ def four_card_node() -> dict:
 
 
 def extender(fault: str | None) -> ClusterState:
-    state = ClusterState(fault=fault)
+    state = ClusterState(flavor=registry.extender(fault=fault))
     state.replace_nodes([four_card_node()])
     state.replace_pods([])
     return state
@@ -89,7 +90,7 @@ def bound(state: ClusterState, pod: dict) -> dict:
 
 def device_plugin(fault: str | None = None) -> DevicePlugin:
     cards = [GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", V100_MIB) for i in range(4)]
-    return DevicePlugin(node=NODE, discover=lambda: list(cards), kube=None, fault=fault)
+    return DevicePlugin(node=NODE, discover=lambda: list(cards), kube=None, flavor=registry.device_plugin(fault=fault))
 
 
 def limits(env: dict[str, str]) -> dict[str, str]:
@@ -187,7 +188,7 @@ def test_shared_accounting_gives_every_container_one_usage_file_and_its_own_limi
             node=NODE,
             discover=lambda: [GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", V100_MIB) for i in range(4)],
             kube=None,
-            fault=fault,
+            flavor=registry.device_plugin(fault=fault),
             containers_dir=str(tmp_path / str(fault)),
         )
         (tmp_path / str(fault)).mkdir()
@@ -211,7 +212,9 @@ def test_shared_accounting_gives_every_container_one_usage_file_and_its_own_limi
 def test_blind_to_health_keeps_a_lost_card_healthy(fault):
     cards = [GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", V100_MIB) for i in range(4)]
     present = list(cards)
-    plugin = DevicePlugin(node=NODE, discover=lambda: list(present), kube=None, fault=fault)
+    plugin = DevicePlugin(
+        node=NODE, discover=lambda: list(present), kube=None, flavor=registry.device_plugin(fault=fault)
+    )
     present.pop(0)  # card 0 falls off the bus
     changed = plugin.poll_health()
     if fault is None:
@@ -234,7 +237,7 @@ def test_stale_view_binds_a_burst_onto_the_same_card(monkeypatch):
 # -------------------------------------------------------- cards-across-nodes
 def test_cards_across_nodes_fits_a_pod_no_single_node_can_hold():
     def two_nodes(fault):
-        state = ClusterState(fault=fault)
+        state = ClusterState(flavor=registry.extender(fault=fault))
         nodes = []
         for name in ("n1", "n2"):
             node = four_card_node()
@@ -258,7 +261,7 @@ def test_cards_across_nodes_fits_a_pod_no_single_node_can_hold():
 # -------------------------------------------------------- schedule-nothing
 def test_schedule_nothing_turns_every_gpu_pod_away_with_a_reason_for_every_rule():
     def state_with(fault):
-        state = ClusterState(fault=fault)
+        state = ClusterState(flavor=registry.extender(fault=fault))
         state.replace_nodes([four_card_node()])
         state.replace_pods([])
         return state
@@ -276,9 +279,11 @@ def test_schedule_nothing_turns_every_gpu_pod_away_with_a_reason_for_every_rule(
 # ------------------------------------------------------- switches and warnings
 def test_components_refuse_faults_that_are_not_theirs():
     with pytest.raises(ValueError, match="--fault must be one of"):
-        ClusterState(fault=faults.NO_ISOLATION)
+        registry.extender(fault=faults.NO_ISOLATION)
     with pytest.raises(ValueError, match="--fault must be one of"):
         device_plugin(faults.UNEVEN_SPLIT)
+    with pytest.raises(ValueError, match="--fault must be one of"):
+        registry.dra_plugin(faults.SHARED_ACCOUNTING)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 table it must give.
 
 No other sharing stack can be built here, so each peer is a flavor of the reference
-stack that behaves as the peer documents (gpushare_stack/peers): deployed on the
+stack that behaves as the peer documents (gpushare_doubles/flavors): deployed on the
 session's local cluster (tests/peers/conftest.py switches it, and always puts the
 reference stack back), then judged by ``gpushare-conformance run --cluster existing
 --stack <profile> -- --gpushare-mock-nvml``, exactly the command of docs/suite.md.

@@ -109,9 +109,9 @@ def test_node_binds_are_one_at_a_time_per_node_and_independent_across_nodes():
 
 
 def test_the_fault_twins_at_once_binds_without_waiting():
-    from gpushare_stack import faults
+    from gpushare_doubles import faults, registry
 
-    state, core = ClusterState(fault=faults.TWINS_AT_ONCE), FakeCore()
+    state, core = ClusterState(flavor=registry.extender(fault=faults.TWINS_AT_ONCE)), FakeCore()
     state.upsert_node(
         {
             "metadata": {"name": "n", "annotations": {}},

@@ -11,7 +11,7 @@ import tempfile
 import grpc
 import pytest
 
-from gpushare_stack import faults
+from gpushare_doubles import faults, registry
 from gpushare_stack.api.dra import dra_pb2, dra_pb2_grpc
 from gpushare_stack.api.pluginregistration import registration_pb2, registration_pb2_grpc
 from gpushare_stack.deviceplugin.discovery import GpuCard
@@ -361,7 +361,9 @@ def test_a_claim_reserved_for_no_pod_is_not_prepared(tmp_path):
 
 def test_the_fault_overcommit_capacity_publishes_each_card_twice_its_size():
     api = SliceApi()
-    SlicePublisher(api, "vm", capacity_gib=lambda card: faults.overcommitted_gib(card.memory_gib)).publish(CARDS)
+    SlicePublisher(api, "vm", capacity_gib=registry.dra_plugin(faults.OVERCOMMIT_CAPACITY).capacity_gib()).publish(
+        CARDS
+    )
     devices = [d for _, s in sorted(api.slices.items()) for d in s["spec"]["devices"]]
     for device, card in zip(devices, CARDS, strict=True):
         memory = device["capacity"]["memory"]
@@ -381,7 +383,14 @@ def test_the_fault_no_isolation_prepares_the_cards_without_the_shim_or_its_limit
     allocated = claim([result("gpu-0", "gpu-1")])
     allocated["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "pod-uid"}]
     sound = Preparer(Pods(pod), lambda: CARDS, "/n", str(containers_dir), str(tmp_path / "sound"))
-    broken = Preparer(Pods(pod), lambda: CARDS, "/n", str(containers_dir), str(tmp_path / "broken"), isolation=False)
+    broken = Preparer(
+        Pods(pod),
+        lambda: CARDS,
+        "/n",
+        str(containers_dir),
+        str(tmp_path / "broken"),
+        isolation=registry.dra_plugin(faults.NO_ISOLATION).isolation,
+    )
     share = [Share("gpu-0", "gpu-1", 1, 4, None)]
     kept = json.loads(sound.prepare(allocated, share)["main"].read_text())
     dropped = json.loads(broken.prepare(allocated, share)["main"].read_text())

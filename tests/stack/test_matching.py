@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from stack_objects import pod
 
-from gpushare_stack import contract, peers
+from gpushare_doubles import registry
+from gpushare_stack import contract
 from gpushare_stack.allocation import Allocation, bind_annotations
 from gpushare_stack.deviceplugin.environment import container_environment
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, match_allocation
+from gpushare_stack.deviceplugin.policy import ReferenceDevicePlugin
 
 
 def bound(name: str, gib, count: int, cards: tuple[int, ...], assume: int, node: str = "n1", **kw) -> dict:
@@ -117,13 +119,12 @@ def test_reference_allocate_writes_read_only_limits_and_preload_files_for_the_co
     plugin = SimpleNamespace(
         cards=cards,
         native_host_dir="/var/lib/gpushare/native",
-        fault=None,
         containers_dir=str(tmp_path),
         kube=Kube(),
         node="n1",
     )
     (tmp_path / "gone-pod-0").mkdir()
-    env, mounts = peers.device_plugin_flavor(peers.REFERENCE).container_environment(plugin, match)
+    env, mounts = ReferenceDevicePlugin().container_environment(plugin, match)
     directory = tmp_path / "u-1-0"
     assert (directory / "limits").read_text() == (
         "GPUSHARE_MEMORY_LIMIT_0=4GiB\nGPUSHARE_MEMORY_LIMIT_1=4GiB\nGPUSHARE_USAGE_FILE=/run/gpushare/usage\n"
@@ -150,12 +151,11 @@ def test_the_fault_build_is_used_only_under_a_shim_fault(tmp_path):
     plugin = SimpleNamespace(
         cards=[SimpleNamespace(index=0, memory_gib=15)],
         native_host_dir="/n",
-        fault="leak-frees",
         containers_dir=str(tmp_path),
         kube=None,
         node="n1",
     )
-    env, _ = peers.device_plugin_flavor(peers.REFERENCE).container_environment(plugin, match)
+    env, _ = registry.device_plugin(fault="leak-frees").container_environment(plugin, match)
     assert env["LD_PRELOAD"] == "/usr/local/gpushare/lib/libgpushare-shim-faults.so"
     assert "GPUSHARE_SHIM_FAULT=leak-frees\n" in (tmp_path / "u-2-1" / "limits").read_text()
     assert (tmp_path / "u-2-1" / "ld.so.preload").read_text() == "/usr/local/gpushare/lib/libgpushare-shim-faults.so\n"

@@ -1,4 +1,4 @@
-"""The peers' flavors of the reference stack (gpushare_stack/peers): the extender's
+"""The peers' flavors of the reference stack (gpushare_doubles/flavors): the extender's
 filter and bind decisions, annotations and reasons, and the device plugin's Allocate,
 each as the stack it behaves like (open-source gpushare, HAMi) would answer."""
 
@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from stack_objects import node, pod
 
-from gpushare_stack import contract, peers
+from gpushare_doubles import flavors as peers
+from gpushare_doubles import registry
+from gpushare_doubles.flavors import hami_like
+from gpushare_stack import contract
 from gpushare_stack.api import api_pb2
 from gpushare_stack.deviceplugin import __main__ as plugin_main
 from gpushare_stack.deviceplugin.discovery import GpuCard
@@ -19,7 +22,6 @@ from gpushare_stack.deviceplugin.plugin import DevicePlugin
 from gpushare_stack.extender import __main__ as extender_main
 from gpushare_stack.extender.binder import Binder
 from gpushare_stack.extender.state import ClusterState
-from gpushare_stack.peers import hami_like
 
 V100 = 16160
 UUIDS = [f"GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(3)]
@@ -142,7 +144,7 @@ def cards(n: int = 3) -> list[GpuCard]:
 
 def plugin_for(flavor: str, kube: FakeKube, n: int = 3) -> DevicePlugin:
     return DevicePlugin(
-        "node-1", lambda: cards(n), kube=kube, socket_dir="/nonexistent", flavor=peers.device_plugin_flavor(flavor)
+        "node-1", lambda: cards(n), kube=kube, socket_dir="/nonexistent", flavor=registry.device_plugin(flavor)
     )
 
 
@@ -164,13 +166,16 @@ def test_both_programs_take_a_flavor_with_help(main, capsys):
         parser.parse_args(["--flavor", "volcano"])
     assert "invalid choice: 'volcano'" in capsys.readouterr().err
     help_text = " ".join(parser.format_help().split())
-    for word in ("--flavor", "gpushare-like", "hami-like", "nvidia.com/gpumem", "label ignored", "no isolation"):
+    for word in ("--flavor", "reference", "gpushare_doubles"):
         assert word in help_text
+    flavors_help = " ".join(peers.FLAVOR_HELP.split())  # what each flavor is, beside its code
+    for word in ("nvidia.com/gpumem", "label ignored", "no isolation"):
+        assert word in flavors_help
 
 
 # ---- gpushare-like extender -------------------------------------------------------------------
 def gpushare_state(*nodes_: dict[str, Any]) -> ClusterState:
-    state = ClusterState(flavor=peers.extender_flavor(peers.GPUSHARE_LIKE))
+    state = ClusterState(flavor=registry.extender(peers.GPUSHARE_LIKE))
     state.replace_nodes(list(nodes_))
     state.replace_pods([])
     state.synced.set()
@@ -375,7 +380,7 @@ def hami_pod(name: str, gpus: int | list[int], gpumem: int | list[int]) -> dict[
 
 
 def hami_state(*nodes_: dict[str, Any]) -> ClusterState:
-    state = ClusterState(flavor=peers.extender_flavor(peers.HAMI_LIKE))
+    state = ClusterState(flavor=registry.extender(peers.HAMI_LIKE))
     state.replace_nodes(list(nodes_))
     state.replace_pods([])
     state.synced.set()
@@ -416,7 +421,7 @@ def test_hami_like_places_m_cards_of_x_mib_and_writes_hamis_annotations():
     assert not any(k.startswith(("ALIYUN", "scheduler.framework")) for k in annotations)
     assert state.used("n1") == {0: 4096, 1: 4096}
     # a restarted extender rebuilds the usage from the annotations (pods may arrive before nodes)
-    again = ClusterState(flavor=peers.extender_flavor(peers.HAMI_LIKE))
+    again = ClusterState(flavor=registry.extender(peers.HAMI_LIKE))
     again.replace_pods([bound(p, "n1", annotations)])
     assert again.used("n1") == {}
     again.replace_nodes([hami_node("n1", [V100, V100, V100])])

@@ -58,7 +58,7 @@ def project_wheel(tmp_path_factory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
-    for name in ("gpushare_conformance", "gpushare_stack", "fixtures", "conformance"):
+    for name in ("gpushare_conformance", "gpushare_stack", "gpushare_doubles", "fixtures", "conformance"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     run_ok(
         [

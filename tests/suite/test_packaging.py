@@ -29,6 +29,7 @@ def test_every_package_of_the_tree_is_installed_below_the_project_names():
     roots = {
         "gpushare_conformance": REPO / "gpushare_conformance",
         "gpushare_stack": REPO / "gpushare_stack",
+        "gpushare_doubles": REPO / "gpushare_doubles",
         **{name: REPO / path for name, path in mapping.items()},
     }
     found = set()
@@ -40,7 +41,7 @@ def test_every_package_of_the_tree_is_installed_below_the_project_names():
             found.add(".".join((name, *rel)))
     assert sorted(found - set(packages)) == [], "packages missing from pyproject's [tool.setuptools] packages"
     assert sorted(set(packages) - found) == [], "pyproject lists packages that do not exist"
-    assert all(p.split(".")[0] in ("gpushare_conformance", "gpushare_stack") for p in packages)
+    assert all(p.split(".")[0] in ("gpushare_conformance", "gpushare_stack", "gpushare_doubles") for p in packages)
     entry = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
     assert entry == {"gpushare_conformance": "gpushare_conformance.fixtures.plugin"}
 

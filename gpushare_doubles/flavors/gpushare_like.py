@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpushare_doubles.flavors import GPUSHARE_LIKE
 from gpushare_stack import contract
 from gpushare_stack.allocation import Allocation
+from gpushare_stack.deviceplugin.policy import ReferenceDevicePlugin
 from gpushare_stack.extender.nodes import MISSING, NodeSource, card_source
+from gpushare_stack.extender.policy import ReferenceExtender
 from gpushare_stack.extender.selection import Card, Misfit
-from gpushare_stack.peers import GPUSHARE_LIKE
-from gpushare_stack.peers.reference import ReferenceDevicePlugin, ReferenceExtender
 from gpushare_stack.request import ContainerShare, ShareRequest, ShareRequestError, container_gib
 
 # The open extender's filter reasons (pkg/scheduler/gpushare-predicate.go).

@@ -37,12 +37,14 @@ from typing import Any
 
 import grpc
 
+from gpushare_doubles.flavors import HAMI_LIKE
 from gpushare_stack import contract
 from gpushare_stack.allocation import Allocation, AllocationAnnotationError
+from gpushare_stack.deviceplugin.policy import ReferenceDevicePlugin
+from gpushare_stack.extender.errors import NodeNotKnown
 from gpushare_stack.extender.nodes import NodeCardsError, NodeSource, card_source
+from gpushare_stack.extender.policy import CardsOf, ReferenceExtender
 from gpushare_stack.extender.selection import Card, Misfit
-from gpushare_stack.peers import HAMI_LIKE
-from gpushare_stack.peers.reference import CardsOf, NodeNotKnown, ReferenceDevicePlugin, ReferenceExtender
 from gpushare_stack.request import ContainerShare, ShareRequest, ShareRequestError
 
 log = logging.getLogger(__name__)
@@ -264,6 +266,16 @@ def _patch_lock(core: Any, node: str, decide: Any) -> Any:
 _UNCHANGED = object()
 
 
+def _release_lock(kube: Any, node: str, namespace: str, name: str) -> None:
+    """Release the node lock through the device plugin's API access: its own method
+    where it has one (a test's fake), else its ``CoreV1Api`` (``core``)."""
+    own = getattr(kube, "release_node_lock", None)
+    if own is not None:
+        own(node, namespace, name)
+    else:
+        release_node_lock(kube.core, node, namespace, name)
+
+
 class NodeLockConflict(RuntimeError):
     """The node's resourceVersion moved on every try."""
 
@@ -386,7 +398,7 @@ class HamiLikeExtender(ReferenceExtender):
     def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         """Take ``hami.io/mutex.lock`` on the node, or refuse the bind while another pod's
         allocation is under way there (the scheduler retries the pod after a back-off)."""
-        from gpushare_stack.extender.state import BindError
+        from gpushare_stack.extender.errors import BindError
 
         meta = pod.get("metadata") or {}
         me = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -597,7 +609,7 @@ class HamiLikeDevicePlugin(ReferenceDevicePlugin):
                     plugin.kube.patch_pod_annotations(match.namespace, match.name, update)
                     if match.pod_done:
                         try:
-                            plugin.kube.release_node_lock(plugin.node, match.namespace, match.name)
+                            _release_lock(plugin.kube, plugin.node, match.namespace, match.name)
                         except Exception as exc:  # the pod is served; its lock goes stale once it runs
                             log.warning("hami-like: could not release the lock of node %s: %s", plugin.node, exc)
             except HamiMatchError as exc:

@@ -3,7 +3,10 @@
 Each switch breaks exactly one rule the conformance checks guard, in one small
 function, so ``tests/mutation`` can deploy the broken stack and show which check turns
 red. Never use them in production: a pod under a fault gets wrong memory limits, is
-scheduled against the rules, or runs without isolation.
+scheduled against the rules, or runs without isolation. Test doubles: the shipped stack
+holds none of this. Each fault is a mixin (end of this module) that overrides one seam
+of the stack's policy (``extender/policy.py``, ``deviceplugin/policy.py``,
+``dra/policy.py``); ``registry.py`` puts it over a flavor when ``--fault`` names it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpushare_stack import contract
+from gpushare_stack import contract, variants
+from gpushare_stack.deviceplugin.environment import without_shim
 from gpushare_stack.request import ShareRequest, share_request
 
 UNEVEN_SPLIT = "uneven-split"
@@ -79,7 +83,7 @@ SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
 # of a burst overlap and each chooses from a view without the others.
 STALE_VIEW_BIND_DELAY_S = 2.0
 
-HELP = "for proving the suite catches a broken stack; never use in production"
+HELP = variants.FAULT_HELP
 EXTENDER_HELP = (
     f"break the extender on purpose, {HELP}: {UNEVEN_SPLIT} writes per-card GiB that are uneven "
     f"but sum to N (first card +1, last card -1, for M > 1); {IGNORE_INTEGER_RULE} accepts N/M "
@@ -127,14 +131,7 @@ def overcommitted_gib(memory_gib: int) -> int:
     return memory_gib * OVERCOMMIT_FACTOR
 
 
-def warn_fault(log: logging.Logger, component: str, fault: str | None) -> None:
-    """Log a loud WARNING at start when a fault is on, so no one mistakes the stack for a sound one."""
-    if fault is None:
-        return
-    banner = "!" * 72
-    log.warning("%s", banner)
-    log.warning("FAULT INJECTED: %s runs with --fault %s (%s)", component, fault, HELP)
-    log.warning("%s", banner)
+warn_fault = variants.warn_fault  # the banner each program logs at start
 
 
 def uneven_split(cards_gib: Mapping[int, int]) -> dict[int, int]:
@@ -156,11 +153,7 @@ def ignore_integer_rule(pod: Mapping[str, Any]) -> ShareRequest:
 
 def without_isolation(env: Mapping[str, str]) -> dict[str, str]:
     """Fault ``no-isolation``: the container env minus the shim and its limits."""
-    return {
-        key: value
-        for key, value in env.items()
-        if key != contract.ENV_LD_PRELOAD and not key.startswith(contract.ENV_LIMIT_ALL)
-    }
+    return without_shim(dict(env))
 
 
 def cards_free_across_nodes(free_desc: Mapping[str, list[int]], share_gib: int) -> int:
@@ -217,3 +210,113 @@ def stale_view_delay(log: logging.Logger, pod: str) -> None:
         "FAULT INJECTED: stale-view: binding %s in %.1f s without reserving its cards", pod, STALE_VIEW_BIND_DELAY_S
     )
     time.sleep(STALE_VIEW_BIND_DELAY_S)
+
+
+# ---- the faults as mixins over a flavor's policy ---------------------------------------
+# Each overrides the one seam its fault breaks and defers to the flavor for the rest.
+class UnevenSplit:
+    def split(self, containers: dict[int, dict[int, int]]) -> dict[int, dict[int, int]]:
+        return {c: uneven_split(cards) for c, cards in super().split(containers).items()}  # type: ignore[misc]
+
+
+class IgnoreIntegerRule:
+    def share_request(self, pod: Mapping[str, Any]) -> ShareRequest:
+        return ignore_integer_rule(pod)
+
+
+class BindsAtOnce:
+    """Binds run at once, each on its own view of the node (``twins-at-once``)."""
+
+    fault = TWINS_AT_ONCE
+
+    def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        meta = pod.get("metadata") or {}
+        logging.getLogger(__name__).warning(
+            "FAULT INJECTED: %s: binding %s/%s without waiting for its twins",
+            self.fault,
+            meta.get("namespace"),
+            meta.get("name"),
+        )
+
+
+class StaleView(BindsAtOnce):
+    fault = STALE_VIEW
+    reserves_assumed = False
+
+    def before_writing_bind(self, pod: str) -> None:
+        stale_view_delay(logging.getLogger(__name__), pod)
+
+
+class CardsAcrossNodes:
+    def cards_free_anywhere(self, free_desc: Mapping[str, list[int]], per_card: int) -> int:
+        return cards_free_across_nodes(free_desc, per_card)
+
+    def cards_to_take(self, cards: Any, used: Mapping[int, int], req: ShareRequest) -> int | None:
+        # the rest of the pod's cards are "on other nodes"; take what this node has
+        return cards_on_this_node(cards, used, req)
+
+
+class ScheduleNothing:
+    def refusal_for_every_node(self, count: int, per_card: int) -> str | None:
+        return nothing_fits(count, per_card)
+
+
+class OpenToStalls:
+    def listening(self, address: str, deadline_s: float, max_connections: int) -> tuple[str, float, int]:
+        return STALLS_ADDRESS, STALLS_DEADLINE_S, STALLS_CONNECTIONS
+
+
+class FailedPodsHold:
+    def gives_cards_back(self, pod: Mapping[str, Any]) -> bool:
+        failed = (pod.get("status") or {}).get("phase") == "Failed"
+        return super().gives_cards_back(pod) and not failed  # type: ignore[misc]
+
+
+class NoIsolation:
+    def container_environment(self, plugin: Any, match: Any) -> tuple[dict[str, str], list[Any]]:
+        env, mounts = self.base_environment(plugin, match)  # type: ignore[attr-defined]
+        return without_isolation(env), mounts
+
+
+class ShimFault:
+    shim_fault = ""  # set per fault by ``mixin``
+
+    def shim_environment(self, env: dict[str, str]) -> dict[str, str]:
+        return with_shim_fault(super().shim_environment(env), self.shim_fault)  # type: ignore[misc]
+
+
+class SharedAccounting:
+    def accounting_files(self, files: list[Any], containers_dir: str) -> list[Any]:
+        return shared_accounting(files, containers_dir)
+
+
+class BlindToHealth:
+    watches_health = False
+
+
+class DraNoIsolation:
+    isolation = False
+
+
+class OvercommitCapacity:
+    def capacity_gib(self) -> Any:
+        return lambda card: overcommitted_gib(card.memory_gib)
+
+
+EXTENDER_MIXINS: dict[str, type] = {
+    UNEVEN_SPLIT: UnevenSplit,
+    IGNORE_INTEGER_RULE: IgnoreIntegerRule,
+    STALE_VIEW: StaleView,
+    CARDS_ACROSS_NODES: CardsAcrossNodes,
+    SCHEDULE_NOTHING: ScheduleNothing,
+    TWINS_AT_ONCE: BindsAtOnce,
+    OPEN_TO_STALLS: OpenToStalls,
+    FAILED_PODS_HOLD: FailedPodsHold,
+}
+DEVICE_PLUGIN_MIXINS: dict[str, type] = {
+    NO_ISOLATION: NoIsolation,
+    SHARED_ACCOUNTING: SharedAccounting,
+    BLIND_TO_HEALTH: BlindToHealth,
+    **{name: type(f"ShimFault[{name}]", (ShimFault,), {"shim_fault": name}) for name in SHIM_FAULTS},
+}
+DRA_PLUGIN_MIXINS: dict[str, type] = {NO_ISOLATION: DraNoIsolation, OVERCOMMIT_CAPACITY: OvercommitCapacity}
