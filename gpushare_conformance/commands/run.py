@@ -83,6 +83,8 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--gpushare-kind-binary", args.kind_binary]
     if getattr(args, "kubernetes_version", None):
         argv += ["--gpushare-kubernetes-version", args.kubernetes_version]
+    if getattr(args, "image_registry", None):
+        argv += ["--gpushare-image-registry", args.image_registry]
     for name in DRA_OPTIONS:
         value = getattr(args, f"dra_{name.replace('-', '_')}", None)
         if value is not None:
@@ -267,6 +269,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="leave the local or kind cluster running afterwards (pytest: --gpushare-keep-cluster-up)",
     )
     parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
+    parser.add_argument(
+        "--image-registry",
+        default=None,
+        metavar="REGISTRY",
+        help="with --cluster existing: the checks' pods and the stack deployed by -- --gpushare-deploy-stack "
+        "pull REGISTRY/gpushare-conformance/<name>:<tag> (push them first: images push REGISTRY; "
+        "docs/registry.md; pytest: --gpushare-image-registry)",
+    )
     parser.add_argument(
         "--kubernetes-version",
         default=None,

@@ -111,6 +111,7 @@ SUITE_OPTIONS = (
     "--gpushare-real-gpu",
     "--gpushare-mock-inventory",
     "--gpushare-kubernetes-version",
+    "--gpushare-image-registry",
     "--gpushare-wait-timeout",
     "--gpushare-timeout",
     "--gpushare-verdict-summary",
