@@ -123,6 +123,7 @@ def test_capacity_returns_after_a_pod_ends_any_way(suite, ending):
         submit.create(suite.kube, suite.namespace, pod)
         if ending in ("failed", "oom-killed"):
             state, obj = suite.wait_state(ending, podstate.FAILED)
+            obj = suite.wait_phase(ending, "Failed")  # over for the cluster, not only its container
             how = f"Failed ({state.reason})"
         elif ending == "deleted-pending":
             state, obj = suite.wait_state(ending, podstate.STUCK)
