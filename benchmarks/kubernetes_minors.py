@@ -31,12 +31,15 @@ from gpushare_conformance.summary import build_summary  # noqa: E402
 def build(version: str) -> float:
     """Build (or find cached) the release's binaries; seconds it took."""
     started = time.monotonic()
-    subprocess.run(
+    result = subprocess.run(
         ["bash", str(REPO / "ci" / "build-kubernetes.sh")],
         env={**os.environ, "K8S_VERSION": version},
-        stdout=subprocess.DEVNULL,
-        check=True,
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    if result.returncode != 0:
+        raise SystemExit(f"ci/build-kubernetes.sh for {version} failed:\n{result.stderr[-3000:]}")
     return time.monotonic() - started
 
 
