@@ -7,7 +7,7 @@ environment variables changes nothing. Its processes share one accounting file,
 ``/run/gpushare/usage``, made here and bind-mounted, so the workload can neither remove
 nor replace it (the shim opens no other, and refuses allocations without it). The
 accounting is not the file's bytes but the kernel's byte-range locks on it (the ledger,
-native/src/shim.h): only the process holding a lock can give it back, and the file is
+native/src/shim_usage.h): only the process holding a lock can give it back, and the file is
 read-only to the container. The directories
 live under ``--containers-dir`` on the node (``<pod uid>-<container index>``) and go
 once their pod is gone.

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "shim_config.h"
+#include "shim_usage.h"
+#include "shim_pool.h"
 #include "shim_cuda.h"
 #include "shim_loader.h"
 
@@ -356,7 +358,7 @@ static tracked_t g_table_none[2]; /* an empty two-slot table until the first ins
 static tracked_t *g_table = g_table_none;
 static size_t g_table_mask = 1;      /* capacity - 1 */
 static unsigned g_table_shift = 63;  /* 64 - log2(capacity) */
-size_t g_table_count; /* entries (shim_cuda.h) */
+/* g_table_count, the entries: defined with the pools, which read it (shim_pool.h) */
 static size_t g_table_grow_at; /* grow before count reaches capacity / 2 */
 static int g_table_lock;
 
@@ -557,6 +559,18 @@ int shim_untrack(CUdeviceptr p, int *card, uint64_t *bytes) {
 void shim_track(CUdeviceptr p, int card, uint64_t bytes) {
     if (table_put(p, bytes, card) != 0) usage_release(card, bytes);
 }
+
+/* What the pools need of the hooks (shim_pool.h). */
+const shim_pool_host_t shim_pool_host = {
+    .cuda_mode = shim_cuda_mode,
+    .real_cuda = shim_real_cuda,
+    .refuse_cuda = shim_refuse_cuda,
+    .card_of_device = shim_card_of_device,
+    .current_card = shim_current_card,
+    .card_limit = shim_card_limit,
+    .untrack = shim_untrack,
+    .track = shim_track,
+};
 
 #define REAL(idx, type) ((type)real_cuda(idx))
 #define HOT_REAL(idx, type) ((type)g_real_cuda[idx]) /* after cuda_mode() */

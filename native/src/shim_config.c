@@ -19,7 +19,7 @@
  * The hami-like build (SHIM_HAMI_LIKE) reads HAMi-core's names instead:
  *   CUDA_DEVICE_MEMORY_LIMIT_<i>, CUDA_DEVICE_MEMORY_LIMIT   (values like 4096m)
  *   CUDA_DEVICE_MEMORY_SHARED_CACHE                         (default /tmp/.hamilike-usage) */
-#include "shim.h"
+#include "shim_config.h"
 
 #include <errno.h>
 #include <fcntl.h>

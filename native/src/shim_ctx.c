@@ -13,7 +13,6 @@
  * back and the call answers CUDA_ERROR_OUT_OF_MEMORY).  The hami-like build
  * (SHIM_HAMI_LIKE) charges it even past the share, as HAMi-core does, which only
  * refuses later allocations. */
-#include "shim.h"
 #include "shim_cuda.h"
 
 #include <pthread.h>

@@ -1,8 +1,9 @@
 /* What the shim's CUDA hooks share across files: shim.c owns the loading of the real
- * driver, the device numbering and the plain allocations' pointer table;
- * shim_pool.c (stream-ordered allocation and pools), shim_vmm.c (virtual memory) and
- * shim_array.c (CUDA arrays) hold the share on the other allocation paths with these
- * helpers. */
+ * driver, the device numbering and the plain allocations' pointer table; shim_ctx.c
+ * (contexts), shim_vmm.c (virtual memory) and shim_array.c (CUDA arrays) hold the share
+ * on the other allocation paths with these helpers.  The hooks' layer: it sits on the
+ * accounting (shim_usage.h) and the pools (shim_pool.h), which never include it;
+ * shim_pool.c reaches these helpers only through shim_pool_host (shim_pool.h). */
 #ifndef GPUSHARE_SHIM_CUDA_H
 #define GPUSHARE_SHIM_CUDA_H
 
@@ -11,26 +12,12 @@
 #endif
 #include <cuda.h>
 
-#include "shim.h"
-
-#ifndef EXPORT
-#define EXPORT __attribute__((visibility("default")))
-#endif
+#include "shim_config.h"
+#include "shim_pool.h"
+#include "shim_usage.h"
 
 /* Hooked entry points defined outside shim.c (added to shim.c's hook table, so
- * dlsym and cuGetProcAddress hand them out too). */
-#define SHIM_POOL_HOOKS(X)           \
-    X(cuMemAllocAsync)               \
-    X(cuMemAllocAsync_ptsz)          \
-    X(cuMemAllocFromPoolAsync)       \
-    X(cuMemAllocFromPoolAsync_ptsz)  \
-    X(cuMemFreeAsync)                \
-    X(cuMemFreeAsync_ptsz)           \
-    X(cuMemPoolCreate)               \
-    X(cuMemPoolDestroy)              \
-    X(cuMemPoolTrimTo)               \
-    X(cuMemPoolSetAttribute)         \
-    X(cuDeviceSetMemPool)
+ * dlsym and cuGetProcAddress hand them out too); the pools' are in shim_pool.h. */
 #define SHIM_ARRAY_HOOKS(X)          \
     X(cuArrayCreate_v2)              \
     X(cuArray3DCreate_v2)            \
@@ -65,20 +52,9 @@ HIDDEN uint64_t shim_card_limit(int card); /* 0 = no limit */
  * card and size when it was tracked; shim_track puts one back. */
 HIDDEN int shim_untrack(CUdeviceptr p, int *card, uint64_t *bytes);
 HIDDEN void shim_track(CUdeviceptr p, int card, uint64_t bytes);
-/* Entries in that table; read without its lock only while the process has one thread. */
-HIDDEN extern size_t g_table_count;
+/* Its entries are counted in g_table_count (shim_pool.h). */
 /* 1 when the process has one thread and no plain allocation out: shim_untrack would
  * find nothing (a free on another path need not ask). */
 static inline int shim_tracks_nothing(void) { return LIKELY(__libc_single_threaded) && g_table_count == 0; }
-
-/* Bring the share in line with what the process's pools hold now (frees are not
- * followed by a query, and a driver shrinks pools at synchronisations the shim does
- * not see); 1 if anything was given back. */
-HIDDEN int shim_pools_settle(void);
-HIDDEN void shim_pools_forget(void); /* after fork, in the child */
-static inline CUresult shim_pools_settle_after(CUresult rc) {
-    shim_pools_settle();
-    return rc;
-}
 
 #endif

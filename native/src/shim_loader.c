@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "shim_config.h"
 #include "shim_loader.h"
 
 HIDDEN void *gpushare_real_dlvsym;

@@ -2,7 +2,7 @@
 #ifndef GPUSHARE_SHIM_LOADER_H
 #define GPUSHARE_SHIM_LOADER_H
 
-#include "shim.h"
+#include "shim_config.h"
 
 /* A function of the C library (libc.so.6, or libdl.so.2 before glibc 2.34) by name,
  * read from its dynamic symbol table: no lookup a hook or a workload could answer. */

@@ -40,7 +40,7 @@
  * reserve plus the slack.  No synchronisation is hooked: programs synchronise often
  * (benchmarks/shim_overhead.py after every call), a query at each would cost what
  * the free saves, and a charge left standing only over-charges. */
-#include "shim_cuda.h"
+#include "shim_pool.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -66,6 +66,13 @@ static CUmemoryPool g_current[SHIM_MAX_DEVICES];
  * is on device 0, and cuMemAllocAsync needs no question about the current context. */
 static int g_devices;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+size_t g_table_count; /* shim_pool.h */
+
+/* What the pools need of the hooks (shim_pool.h). */
+#define H shim_pool_host
+/* 1 when the process has one thread and no plain allocation out: the hooks' table
+ * would find nothing (a free need not ask). */
+static inline int tracks_nothing(void) { return LIKELY(__libc_single_threaded) && g_table_count == 0; }
 
 /* A process with one thread needs no lock (nobody else can be in here); the answer
  * is kept, since the driver may start a thread while the lock is held. */
@@ -110,7 +117,7 @@ static CUresult no_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-#define LOAD_REAL(field, name) R.field = (__typeof__(R.field))shim_real_cuda(name)
+#define LOAD_REAL(field, name) R.field = (__typeof__(R.field))H.real_cuda(name)
 static void load(void) {
     LOAD_REAL(get_attr, "cuMemPoolGetAttribute");
     LOAD_REAL(device_pool, "cuDeviceGetMemPool");
@@ -139,7 +146,7 @@ static void load(void) {
  * points are loaded and the shim is known to limit, a load and a test. */
 static int g_accounting;
 static __attribute__((noinline)) shim_mode_t first_call(void) {
-    shim_mode_t m = shim_cuda_mode();
+    shim_mode_t m = H.cuda_mode();
     pthread_once(&g_once, load);
     if (m == SHIM_LIMITED) __atomic_store_n(&g_accounting, 1, __ATOMIC_RELEASE);
     return m;
@@ -147,7 +154,7 @@ static __attribute__((noinline)) shim_mode_t first_call(void) {
 #define PREAMBLE(real, forward_call)                                   \
     if (UNLIKELY(!__atomic_load_n(&g_accounting, __ATOMIC_ACQUIRE))) { \
         shim_mode_t m_ = first_call();                                 \
-        if (m_ == SHIM_BROKEN) return shim_refuse_cuda();              \
+        if (m_ == SHIM_BROKEN) return H.refuse_cuda();                 \
         if (!(real)) return CUDA_ERROR_NOT_FOUND;                      \
         if (m_ != SHIM_LIMITED) return forward_call;                   \
     }                                                                  \
@@ -212,9 +219,9 @@ static int card_of_pool(CUmemoryPool pool) {
             CUmemoryPool p;
             if ((R.default_pool && R.default_pool(&p, d) == CUDA_SUCCESS && p == pool) ||
                 (R.device_pool && R.device_pool(&p, d) == CUDA_SUCCESS && p == pool))
-                return shim_card_of_device(d);
+                return H.card_of_device(d);
         }
-    return shim_current_card();
+    return H.current_card();
 }
 
 /* The entry of a pool (not NULL); lock held. */
@@ -226,7 +233,7 @@ static pool_t *find(CUmemoryPool pool) {
 
 static void set_card(pool_t *e, int card) {
     e->card = card;
-    e->limit = shim_card_limit(card);
+    e->limit = H.card_limit(card);
     e->slack = e->limit / 64;
 }
 
@@ -437,15 +444,15 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 static __attribute__((noinline)) CUresult free_tracked(CUdeviceptr dptr, CUstream s, free_async_fn real) {
     int card;
     uint64_t bytes;
-    if (!shim_untrack(dptr, &card, &bytes)) return real(dptr, s);
+    if (!H.untrack(dptr, &card, &bytes)) return real(dptr, s);
     CUresult rc = real(dptr, s);
     if (rc == CUDA_SUCCESS) usage_give_back(card, bytes);
-    else shim_track(dptr, card, bytes);
+    else H.track(dptr, card, bytes);
     return rc;
 }
 
 static inline CUresult free_async(CUdeviceptr dptr, CUstream s, free_async_fn real) {
-    return LIKELY(shim_tracks_nothing()) ? real(dptr, s) : free_tracked(dptr, s, real);
+    return LIKELY(tracks_nothing()) ? real(dptr, s) : free_tracked(dptr, s, real);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -464,8 +471,8 @@ EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolPr
     PREAMBLE(R.create, R.create(pool, poolProps));
     CUresult rc = R.create(pool, poolProps);
     if (rc == CUDA_SUCCESS) {
-        int card = poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? shim_card_of_device(poolProps->location.id)
-                                                                            : shim_current_card();
+        int card = poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? H.card_of_device(poolProps->location.id)
+                                                                            : H.current_card();
         int locked = lock();
         pool_t *e = find(*pool);
         if (e) set_card(e, card); /* a handle the driver reused */

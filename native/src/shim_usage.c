@@ -3,10 +3,11 @@
  * paths: opening the ledger, locking and unlocking units, counting the units the other
  * processes hold.  The fast paths (a charge within the units this process holds) are
  * the inline functions in shim.h. */
-#include "shim.h"
+#include "shim_usage.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>

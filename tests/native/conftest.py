@@ -47,7 +47,7 @@ PYTHON = sys.executable
 # tests/gpu, which run on real drivers too, derive their figures from what cuMemGetInfo
 # reports instead.
 CONTEXT_MIB = 304
-# What a process keeps of the memory it frees, at most (LEDGER_KEEP, native/src/shim.h):
+# What a process keeps of the memory it frees, at most (LEDGER_KEEP, native/src/shim_usage.h):
 # the shim keeps up to a driver page locked for the next allocation, so another process
 # may see that much more used (and be refused that much sooner) until it is reused or
 # the process ends.
