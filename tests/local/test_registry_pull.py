@@ -59,6 +59,15 @@ def _start_registry(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
             time.sleep(0.2)
 
 
+def _manifest_requests(log: Path, name: str) -> list[str]:
+    """The registry log's lines where containerd asked for a manifest of the suite's image ``name``."""
+    return [
+        line
+        for line in log.read_text().splitlines()
+        if f" /v2/gpushare-conformance/{name}/manifests/" in line and '"containerd/' in line
+    ]
+
+
 def _pause_archive(directory: Path) -> Path:
     """The pause image as `images build` writes it (small: a static binary)."""
     directory.mkdir()
@@ -121,11 +130,7 @@ def test_a_pushed_image_is_pulled_from_the_registry(cluster, kube, namespace, tm
         image_id = statuses[0].get("image_id") or statuses[0].get("imageID") or ""
         pulled.append(image_id)
         assert image_id.startswith(f"{address}/gpushare-conformance/pause@sha256:"), image_id
-        pulls = [
-            line
-            for line in log.read_text().splitlines()
-            if " /v2/gpushare-conformance/pause/manifests/" in line and '"containerd/' in line
-        ]
+        pulls = _manifest_requests(log, "pause")
         assert pulls, f"containerd fetched no manifest from the registry: {log.read_text()[-2000:]}"
     finally:
         process.terminate()
@@ -182,11 +187,7 @@ def test_the_checks_pods_come_from_the_registry_with_the_image_registry_option(c
         cases = list(ET.parse(junit).iter("testcase"))
         outcomes = [c.tag for case in cases for c in case if c.tag in ("failure", "error", "skipped")]
         assert len(cases) == 1 and not outcomes, junit.read_text()[:2000]  # ran, and passed
-        pulls = [
-            line
-            for line in log.read_text().splitlines()
-            if " /v2/gpushare-conformance/tf-mnist-mock/manifests/" in line and '"containerd/' in line
-        ]
+        pulls = _manifest_requests(log, "tf-mnist-mock")
         assert pulls, f"the check's Job did not ask the registry for its image: {log.read_text()[-2000:]}"
     finally:
         process.terminate()
