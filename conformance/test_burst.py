@@ -1,7 +1,9 @@
 """Bursts: pods submitted at once that together fill a node's cards exactly all run
 with their shares, each on exactly the cards the stack recorded for it (the device
 plugin matched every Allocate to its own pod), and nothing is over-booked; one more
-stays Pending with a reason.
+stays Pending with a reason. A burst that comes right after the scheduler extender
+restarts, while pods placed before it still run, books no card twice: a restarted
+extender places nothing until its view holds the running pods' cards.
 
 Marked ``disruptive``: the burst fills every card of a node.
 """
@@ -59,12 +61,43 @@ def _twins_of_a_whole_card(suite, node, card_gib: int, round_: int) -> None:
     suite.delete_pods(names)
 
 
-def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
-    node = suite.node
+def _card_size(node) -> int:
+    """The one size of the node's cards (a burst fills them exactly)."""
     sizes = {c.memory_gib for c in node.cards}
     if len(sizes) != 1:
         pytest.skip(f"needs a node whose cards are one size to fill exactly; {node.node} has {sorted(sizes)} GiB")
-    card_gib = sizes.pop()
+    return sizes.pop()
+
+
+def _card_order(card: str) -> tuple[bool, int, str]:
+    return (not (card.isascii() and card.isdigit()), int(card) if card.isascii() and card.isdigit() else 0, card)
+
+
+def _expect_cards_not_overbooked(suite, running: dict[str, dict], share: int, card_gib: int, verdict: str) -> dict:
+    """Per card, the shares in the pods' allocations never exceed the card; returns GiB
+    booked per card."""
+    booked: dict[str, int] = defaultdict(int)
+    holders: dict[str, list[str]] = defaultdict(list)
+    for name, obj in running.items():
+        for card, gib in suite.allocated_gib(obj, share).items():
+            booked[card] += gib
+            holders[card].append(f"{name}={gib}")
+    for card in sorted(booked, key=_card_order):
+        suite.expect(
+            v.at_most(
+                f"{verdict}[card {card}]",
+                booked[card],
+                card_gib,
+                "GiB",
+                f"card {card} of {card_gib} GiB booked by {', '.join(holders[card])}",
+            )
+        )
+    return booked
+
+
+def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
+    node = suite.node
+    card_gib = _card_size(node)
     share = _share_that_divides(card_gib)
     count = len(node.cards) * (card_gib // share)
     with allure.step(
@@ -83,25 +116,9 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
     with allure.step("Every pod of the burst runs"):
         running = {name: suite.wait_running(name) for name in burst}
     with allure.step("Per card, the shares in the pods' allocation annotations never exceed the card"):
-        booked: dict[str, int] = defaultdict(int)
-        holders: dict[str, list[str]] = defaultdict(list)
         for name, obj in running.items():
             suite.expect(v.equal(f"burst_pod_on_node[{name}]", node.node, obj["spec"].get("nodeName")))
-            for card, gib in suite.allocated_gib(obj, share).items():
-                booked[card] += gib
-                holders[card].append(f"{name}={gib}")
-        for card in sorted(
-            booked, key=lambda c: (not (c.isascii() and c.isdigit()), int(c) if c.isascii() and c.isdigit() else 0, c)
-        ):
-            suite.expect(
-                v.at_most(
-                    f"card_booked[card {card}]",
-                    booked[card],
-                    card_gib,
-                    "GiB",
-                    f"card {card} of {card_gib} GiB booked by {', '.join(holders[card])}",
-                )
-            )
+        booked = _expect_cards_not_overbooked(suite, running, share, card_gib, "card_booked")
         suite.expect(
             v.equal(
                 "node_filled_exactly",
@@ -138,3 +155,38 @@ def test_a_burst_that_fills_a_node_runs_and_overbooks_no_card(suite):
         suite.submit_share_pod_on(node.node, "one-more", share, None)
         reason = suite.wait_unschedulable("one-more", "one_more_pending")
         suite.expect(v.matches("one_more_pending", r"\S", reason, "scheduling reason"))
+
+
+def test_a_burst_right_after_an_extender_restart_books_no_card_twice(suite):
+    selector = suite.profile.extender_selector
+    if not selector:
+        placement = " (kube-scheduler itself places its claims)" if suite.profile.dra is not None else ""
+        suite.not_applicable(
+            "booked_after_restart", f"stack {suite.profile.name} has no scheduler extender to restart{placement}"
+        )
+        return
+    node = suite.node
+    card_gib = _card_size(node)
+    share = _share_that_divides(card_gib)
+    count = len(node.cards) * (card_gib // share)
+    before = [f"before-{i}" for i in range(count // 2)]
+    after = [f"after-{i}" for i in range(count - len(before))]
+    with allure.step(f"{len(before)} pods of {share} GiB, created together, run on {node.node}"):
+        suite.submit_share_pods_on_at_once(node.node, before, share, None)
+        running = {name: suite.wait_running(name) for name in before}
+    with allure.step("Restart the scheduler extender while they run"):
+        suite.restart(selector)
+    with allure.step(
+        f"Right after, {len(after)} more pods of {share} GiB, created together, fill the rest of "
+        f"the {len(node.cards)} cards of {card_gib} GiB"
+    ):
+        suite.submit_share_pods_on_at_once(node.node, after, share, None)
+        running |= {name: suite.wait_running(name) for name in after}
+    with allure.step("Per card, the pods from before and after the restart never exceed the card"):
+        _expect_cards_not_overbooked(suite, running, share, card_gib, "booked_after_restart")
+    with allure.step("Each pod sees exactly the cards the stack recorded for it"):
+        _expect_own_cards(suite, node.node, running)
+    with allure.step(f"One more pod of {share} GiB stays Pending with a reason"):
+        suite.submit_share_pod_on(node.node, "one-more", share, None)
+        reason = suite.wait_unschedulable("one-more", "after_restart_one_more_pending")
+        suite.expect(v.matches("after_restart_one_more_pending", r"\S", reason, "scheduling reason"))

@@ -379,7 +379,15 @@ _RULES = (
         "Each card contributes",
         "lifecycle",
         "normal",
-        ("holder_cards_kept", "no_double_booking", "holder_running", "rest_schedules", "inspect_holder_cards"),
+        (
+            "holder_cards_kept",
+            "no_double_booking",
+            "holder_running",
+            "rest_schedules",
+            "inspect_holder_cards",
+            "booked_after_restart",
+            "after_restart_one_more_pending",
+        ),
     ),
     Rule(
         "compute_shared",
@@ -559,6 +567,12 @@ CHECKS: dict[str, Check] = {
         "A burst that fills a node exactly runs, over-books no card, and one more stays Pending",
         "isolation",
         ("bursts_not_overbooked",),
+        "critical",
+    ),
+    "test_a_burst_right_after_an_extender_restart_books_no_card_twice": Check(
+        "A burst right after the extender restarts books no card twice",
+        "lifecycle",
+        ("restarts_lose_nothing", "bursts_not_overbooked"),
         "critical",
     ),
     # test_sick_card.py

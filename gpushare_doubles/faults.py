@@ -12,6 +12,7 @@ of the stack's policy (``extender/policy.py``, ``deviceplugin/policy.py``,
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +43,7 @@ TWINS_AT_ONCE = "twins-at-once"
 OPEN_TO_STALLS = "open-to-stalls"
 FAILED_PODS_HOLD = "failed-pods-hold"
 BLIND_TO_HEALTH = "blind-to-health"
+READY_BEFORE_SYNCED = "ready-before-synced"
 EXTENDER_FAULTS = (
     UNEVEN_SPLIT,
     IGNORE_INTEGER_RULE,
@@ -51,6 +53,7 @@ EXTENDER_FAULTS = (
     TWINS_AT_ONCE,
     OPEN_TO_STALLS,
     FAILED_PODS_HOLD,
+    READY_BEFORE_SYNCED,
 )
 # open-to-stalls: the extender listens where pods reach it (the node's addresses, host
 # network), waits this long for a slow client and serves this many connections at once.
@@ -82,6 +85,13 @@ SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
 # stale-view: how long a bind waits between choosing cards and writing them, so binds
 # of a burst overlap and each chooses from a view without the others.
 STALE_VIEW_BIND_DELAY_S = 2.0
+# twins-at-once: binds in flight reach the API server in no fixed order (their calls
+# take what the network and the server give them); up to this long between a bind's
+# assume time and its Binding, drawn anew each bind, so twins are bound out of order.
+TWINS_BIND_JITTER_S = 0.5
+# ready-before-synced: how long the restarted extender's list of pods takes (a cluster
+# with many pods), while it already serves from the nodes alone.
+READY_BEFORE_SYNCED_LIST_S = 30.0
 
 HELP = variants.FAULT_HELP
 EXTENDER_HELP = (
@@ -97,7 +107,10 @@ EXTENDER_HELP = (
     f"can serve pods created together each other's cards; {OPEN_TO_STALLS} listens on "
     f"{STALLS_ADDRESS}, waits {STALLS_DEADLINE_S:g} s for a slow client and serves {STALLS_CONNECTIONS} "
     f"connections at once, so a pod can hold it; {FAILED_PODS_HOLD} keeps counting the cards of a pod "
-    "that ended Failed, as if only Succeeded pods gave them back (default: no fault)"
+    "that ended Failed, as if only Succeeded pods gave them back; "
+    f"{READY_BEFORE_SYNCED} reports Ready and serves filter and bind once it has listed the nodes, "
+    f"while its list of pods (the running pods' cards) takes {READY_BEFORE_SYNCED_LIST_S:g} s "
+    "(default: no fault)"
 )
 DEVICE_PLUGIN_HELP = (
     f"break the device plugin on purpose, {HELP}: {NO_ISOLATION} leaves the isolation shim "
@@ -225,9 +238,14 @@ class IgnoreIntegerRule:
 
 
 class BindsAtOnce:
-    """Binds run at once, each on its own view of the node (``twins-at-once``)."""
+    """Binds run at once, each on its own view of the node (``twins-at-once``), and
+    finish in no fixed order: a pod's Binding may reach the kubelet before that of a
+    twin assumed earlier, which the device plugin then serves the wrong cards."""
 
     fault = TWINS_AT_ONCE
+
+    def before_writing_bind(self, pod: str) -> None:
+        time.sleep(random.uniform(0.0, TWINS_BIND_JITTER_S))  # noqa: S311 (timing, not secrets)
 
     def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         meta = pod.get("metadata") or {}
@@ -245,6 +263,22 @@ class StaleView(BindsAtOnce):
 
     def before_writing_bind(self, pod: str) -> None:
         stale_view_delay(logging.getLogger(__name__), pod)
+
+
+class ReadyBeforeSynced:
+    """Serves once the nodes are listed, before the pods are (``ready-before-synced``):
+    a restarted extender books cards that running pods hold."""
+
+    synced_needs = ("nodes",)
+
+    def before_listing(self, kind: str) -> None:
+        if kind == "pods":
+            logging.getLogger(__name__).warning(
+                "FAULT INJECTED: %s: listing pods in %.0f s, serving meanwhile",
+                READY_BEFORE_SYNCED,
+                READY_BEFORE_SYNCED_LIST_S,
+            )
+            time.sleep(READY_BEFORE_SYNCED_LIST_S)
 
 
 class CardsAcrossNodes:
@@ -312,6 +346,7 @@ EXTENDER_MIXINS: dict[str, type] = {
     TWINS_AT_ONCE: BindsAtOnce,
     OPEN_TO_STALLS: OpenToStalls,
     FAILED_PODS_HOLD: FailedPodsHold,
+    READY_BEFORE_SYNCED: ReadyBeforeSynced,
 }
 DEVICE_PLUGIN_MIXINS: dict[str, type] = {
     NO_ISOLATION: NoIsolation,

@@ -64,14 +64,15 @@ class Informer:
         self._stop.set()
 
     def _mark_synced(self) -> None:
-        for event in self._synced.values():
-            event.wait()
+        for kind in self.state.flavor.synced_needs:
+            self._synced[kind].wait()
         self.state.synced.set()
         log.info("cache synced: state rebuilt from pod annotations")
 
     def _run(self, kind: str, lister: Callable[..., Any], replace, upsert, remove) -> None:
         while not self._stop.is_set():
             try:
+                self.state.flavor.before_listing(kind)
                 resp = lister(_preload_content=False)
                 body = json.loads(resp.data)
                 replace(body.get("items") or [])

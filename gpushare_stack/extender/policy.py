@@ -139,6 +139,14 @@ class ReferenceExtender:
     def before_writing_bind(self, pod: str) -> None:
         """Called between choosing a pod's cards and writing them (nothing to wait for)."""
 
+    # The informer: the cache is synced (the extender Ready and serving filter and bind)
+    # only once it holds the nodes and every pod's annotations, so a restarted extender
+    # never books a card a running pod holds.
+    synced_needs = ("nodes", "pods")
+
+    def before_listing(self, kind: str) -> None:
+        """Called before each list of ``kind`` (``nodes`` or ``pods``; nothing to wait for)."""
+
     def listening(self, address: str, deadline_s: float, max_connections: int) -> tuple[str, float, int]:
         """Where the server listens, how long it waits for a client and how many it serves
         at once: as the command line says."""

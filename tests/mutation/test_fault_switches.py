@@ -347,6 +347,7 @@ def render(path: Path) -> list[dict]:
         (faults.SCHEDULE_NOTHING, "Deployment", "gpushare-extender"),
         (faults.OPEN_TO_STALLS, "Deployment", "gpushare-extender"),
         (faults.FAILED_PODS_HOLD, "Deployment", "gpushare-extender"),
+        (faults.READY_BEFORE_SYNCED, "Deployment", "gpushare-extender"),
         *((fault, "DaemonSet", "gpushare-device-plugin") for fault in faults.SHIM_FAULTS),
     ],
 )
