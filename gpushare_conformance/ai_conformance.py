@@ -68,6 +68,7 @@ RULE_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "one_budget_per_container": _BOTH,
     "memory_comes_back": _SHARING,
     "bursts_not_overbooked": _BOTH,
+    "dra_consumable_capacity": _SHARING,
     "capacity_returned": _SHARING,
     "restarts_lose_nothing": _SHARING,
     "compute_shared": _SHARING,

@@ -364,6 +364,22 @@ _RULES = (
         ),
     ),
     Rule(
+        "dra_consumable_capacity",
+        "DRA: shares consume what the policy says",
+        "How it works",
+        "Each card contributes",
+        "isolation",
+        "critical",
+        (
+            "consumed_as_policy",
+            "container_gets_consumed",
+            "consumed_within_card",
+            "share_ids_distinct",
+            "dra_device_shareable",
+            "claims_released",
+        ),
+    ),
+    Rule(
         "capacity_returned",
         "capacity returns after a pod ends, any way",
         "Configure multi-GPU sharing",
@@ -573,6 +589,13 @@ CHECKS: dict[str, Check] = {
         "A burst right after the extender restarts books no card twice",
         "lifecycle",
         ("restarts_lose_nothing", "bursts_not_overbooked"),
+        "critical",
+    ),
+    # test_dra_capacity.py
+    "test_consumable_capacity_keeps_its_promises": Check(
+        "DRA consumable capacity: shares consume what the request policy says, and the container gets it",
+        "isolation",
+        ("dra_consumable_capacity",),
         "critical",
     ),
     # test_sick_card.py

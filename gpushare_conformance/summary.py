@@ -219,6 +219,20 @@ def _no_check_ran(line: RuleLine) -> bool:
     return line.status == NOT_RUN and not line.figure.startswith(NOT_JUDGED)
 
 
+# On a terminal, the rules no check judged take at most this many lines; the rest are
+# counted (``--verdicts all`` lists every rule).
+NOT_RUN_LINES = 3
+
+
+def _with_rest_counted(packed: str, rest: int, room: int) -> str:
+    """``packed`` rule words, dropping the last ones until "; and K more" fits ``room``."""
+    words = packed.split("; ")
+    while len(words) > 1 and len("; ".join(words)) + len(f"; and {rest} more") > room:
+        words.pop()
+        rest += 1
+    return "; ".join(words) + f"; and {rest} more"
+
+
 def _not_run_lines(lines: list[RuleLine], width: int | None) -> list[str]:
     """The rules no check judged, packed together so that a partial run (``-k``, one file)
     still fits a screen; a rule's words are never split across lines."""
@@ -226,9 +240,12 @@ def _not_run_lines(lines: list[RuleLine], width: int | None) -> list[str]:
     if not names:
         return []
     prefix, out, current = f"{NOT_RUN}  no check ran: ", [], ""
-    for name in names:
+    for shown, name in enumerate(names):
         candidate = f"{current}; {name}" if current else name
         if current and width is not None and len(prefix) + len(candidate) + 1 > width:
+            if len(out) + 1 == NOT_RUN_LINES:
+                current = _with_rest_counted(current, len(names) - shown, width - len(prefix))
+                break
             out.append(current + ";")
             current = name
         else:

@@ -11,6 +11,7 @@ of the stack's policy (``extender/policy.py``, ``deviceplugin/policy.py``,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -78,7 +79,10 @@ DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_
 # and a slice that publishes each card with more memory than it has.
 OVERCOMMIT_CAPACITY = "overcommit-capacity"
 OVERCOMMIT_FACTOR = 2
-DRA_PLUGIN_FAULTS = (NO_ISOLATION, OVERCOMMIT_CAPACITY)
+# request-not-consumed: each share sized from the claim's request, rounded down to whole
+# GiB, not from what the allocation consumed.
+REQUEST_NOT_CONSUMED = "request-not-consumed"
+DRA_PLUGIN_FAULTS = (NO_ISOLATION, OVERCOMMIT_CAPACITY, REQUEST_NOT_CONSUMED)
 # shared-accounting: the one accounting file every container of the node is given.
 SHARED_USAGE_NAME = "shared-accounting-usage"
 SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
@@ -134,8 +138,9 @@ DRA_PLUGIN_HELP = (
     f"break the DRA plugin on purpose, {HELP}: {NO_ISOLATION} prepares claims without the isolation "
     "shim (no LD_PRELOAD, no GPUSHARE_MEMORY_LIMIT* variables: the capacity a claim consumed is not "
     f"enforced in the pod); {OVERCOMMIT_CAPACITY} publishes each card's memory capacity "
-    f"{OVERCOMMIT_FACTOR}x its size, so the scheduler lets claims' shares over-commit a card "
-    "(default: no fault)"
+    f"{OVERCOMMIT_FACTOR}x its size, so the scheduler lets claims' shares over-commit a card; "
+    f"{REQUEST_NOT_CONSUMED} gives each container the claim's requested memory rounded down to whole "
+    "GiB, not the capacity the allocation consumed (default: no fault)"
 )
 
 
@@ -337,6 +342,25 @@ class OvercommitCapacity:
         return lambda card: overcommitted_gib(card.memory_gib)
 
 
+class RequestNotConsumed:
+    """Sizes each share from the claim's request, whole GiB rounded down, never from
+    the allocation's consumedCapacity (a driver written before request policies)."""
+
+    def sized_shares(self, claim: Mapping[str, Any], shares: Any) -> Any:
+        from gpushare_stack.dra.shares import GIB, quantity_bytes
+
+        asked = {
+            str(r.get("name")): ((r.get("exactly") or {}).get("capacity") or {}).get("requests") or {}
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        }
+        sized = []
+        for share in shares:
+            memory = asked.get(share.request, {}).get("memory")
+            gib = quantity_bytes(memory, f"request {share.request}") // GIB if memory else share.memory_gib
+            sized.append(dataclasses.replace(share, memory_gib=max(gib, 1)))
+        return sized
+
+
 EXTENDER_MIXINS: dict[str, type] = {
     UNEVEN_SPLIT: UnevenSplit,
     IGNORE_INTEGER_RULE: IgnoreIntegerRule,
@@ -354,4 +378,8 @@ DEVICE_PLUGIN_MIXINS: dict[str, type] = {
     BLIND_TO_HEALTH: BlindToHealth,
     **{name: type(f"ShimFault[{name}]", (ShimFault,), {"shim_fault": name}) for name in SHIM_FAULTS},
 }
-DRA_PLUGIN_MIXINS: dict[str, type] = {NO_ISOLATION: DraNoIsolation, OVERCOMMIT_CAPACITY: OvercommitCapacity}
+DRA_PLUGIN_MIXINS: dict[str, type] = {
+    NO_ISOLATION: DraNoIsolation,
+    OVERCOMMIT_CAPACITY: OvercommitCapacity,
+    REQUEST_NOT_CONSUMED: RequestNotConsumed,
+}

@@ -101,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         isolation=policy.isolation,
     )
     plugin = kubelet_plugin.DraPlugin(
-        args.node_name, api, args.driver, on_prepared=preparer.prepare, on_unprepared=preparer.unprepare
+        args.node_name,
+        api,
+        args.driver,
+        on_prepared=lambda claim, shares: preparer.prepare(claim, policy.sized_shares(claim, shares)),
+        on_unprepared=preparer.unprepare,
     )
     server, _ = kubelet_plugin.serve(plugin, args.registry_dir, args.plugins_dir)
     publisher = SlicePublisher(api.resource, args.node_name, args.driver, capacity_gib=policy.capacity_gib())
