@@ -42,6 +42,8 @@ bash ci/build-kubernetes.sh >/dev/null
 step "kind provider: kubeadm and the kind CLI (cached; Docker is started by ci/docker-service.sh when used)"
 bash ci/build-kubernetes.sh --kubeadm >/dev/null
 bash ci/kind/build-kind.sh >/dev/null
+step "hydrophone, the conformance runner that drives the suite image (cached; tests/local/test_hydrophone.py)"
+bash ci/build-hydrophone.sh >/dev/null
 step "HTML report: Allure 3 from npm (cached; no Java) and Debian's chromium for its test"
 allure_prefix="$CACHE/npm"
 allure_version=3.18.0

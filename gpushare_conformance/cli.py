@@ -28,7 +28,7 @@ def package_version() -> str:
 
 
 # Order is the order shown in --help.
-COMMAND_MODULES = ("run", "cluster", "parse", "sandbox", "images")
+COMMAND_MODULES = ("run", "cluster", "parse", "sandbox", "images", "rbac")
 
 
 def build_parser() -> argparse.ArgumentParser:

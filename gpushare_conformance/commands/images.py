@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build the stack, workload and pause images as OCI archives; push them to a registry",
         description=(
             "build: the images the suite deploys (no registry is used): the stack image, the "
-            "GPU-less workload image and the pause image, as OCI archives that "
+            "GPU-less workload image and the pause image, and the suite image (the checks as a Kubernetes "
+            "conformance image, for hydrophone: docs/in-cluster.md) with its busybox, as OCI archives that "
             "`ctr -n k8s.io images import` or `kind load image-archive` accept. "
             "push REGISTRY: copy every image of those archives to REGISTRY with skopeo, "
             "localhost/gpushare-conformance/<name>:<tag> becoming REGISTRY/gpushare-conformance/<name>:<tag>, "
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.native_build is None:
         subprocess.run(["make", "-s", "-C", str(REPO / "native")], check=True)
     try:
-        built = build_images(Path(args.out), native, lambda m: print(m, file=sys.stderr, flush=True))
+        built = build_images(Path(args.out), native, lambda m: print(m, file=sys.stderr, flush=True), suite=True)
     except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

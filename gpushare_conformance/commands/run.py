@@ -27,7 +27,7 @@ from gpushare_conformance.profiles import PROFILES
 from gpushare_conformance.report import VERDICTS_FILE, ReportError, read_verdicts, render_table, report_name
 
 CHECKS_PACKAGE = "gpushare_conformance.conformance"
-CLUSTERS = ("local", "kind", "existing")
+CLUSTERS = ("local", "kind", "existing", "in-cluster")
 # Another DRA driver's spelling of a share (--stack dra): option -> what it names.
 DRA_OPTIONS = {
     "device-class": "the DeviceClass claims ask cards from (default gpu.gpushare.conformance.io; NVIDIA's: gpu.nvidia.com)",
@@ -240,7 +240,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cluster",
         choices=CLUSTERS,
         default="local",
-        help="cluster provider: local (default; binaries on this host), kind, or existing",
+        help="cluster provider: local (default; binaries on this host), kind, existing, or in-cluster "
+        "(from a pod, with its service account: the suite image, docs/in-cluster.md)",
     )
     parser.add_argument(
         "--stack",

@@ -1,4 +1,5 @@
-"""Recipes for the suite's images: the stack, the GPU-less workload, the pause image.
+"""Recipes for the suite's images: the stack, the GPU-less workload, the pause image
+(and, on request, the suite image with its busybox: images/suite.py).
 
 Layers, bottom to top: a Debian rootfs with python3 (`ci/build-rootfs.sh`, cached), the
 Python dependencies (pip `--target`, cached by requirement list), then the project's
@@ -60,14 +61,18 @@ class BuiltImages:
 
     app: Path  # stack + workload (two names)
     pause: Path
+    # The suite image and the busybox beside it (images/suite.py), when asked for.
+    suite: Path | None = None
+    busybox: Path | None = None
 
     @property
     def archives(self) -> list[Path]:
-        return [self.pause, self.app]
+        return [self.pause, self.app] + [a for a in (self.suite, self.busybox) if a is not None]
 
 
-def build_images(out_dir: Path, native_build: Path, progress: Progress = print) -> BuiltImages:
-    """Build every image into `out_dir` and return the archives."""
+def build_images(out_dir: Path, native_build: Path, progress: Progress = print, suite: bool = False) -> BuiltImages:
+    """Build every image into `out_dir` and return the archives; with ``suite``, the
+    suite image and its busybox too (not needed by a session's own checks)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for binary in ("bin/gpushare-probe", "bin/gpushare-attack", "bin/nvidia-smi", "lib/libgpushare-shim.so"):
         if not (native_build / binary).exists():
@@ -98,7 +103,15 @@ def build_images(out_dir: Path, native_build: Path, progress: Progress = print) 
         [PAUSE_IMAGE],
         out_dir / "pause.oci.tar",
     )
-    return BuiltImages(app=app_archive, pause=pause_archive)
+    built = BuiltImages(app=app_archive, pause=pause_archive)
+    if suite:
+        from gpushare_conformance.images.suite import write_busybox_image, write_suite_image
+
+        built.suite = write_suite_image(
+            [rootfs, deps, app], out_dir, REPO, cache_dir(), cache_dir() / "wheels", progress
+        )
+        built.busybox = write_busybox_image(out_dir, progress)
+    return built
 
 
 def _rootfs_layer(progress: Progress) -> Path:

@@ -112,6 +112,8 @@ SUITE_OPTIONS = (
     "--gpushare-mock-inventory",
     "--gpushare-kubernetes-version",
     "--gpushare-image-registry",
+    "--gpushare-focus",
+    "--gpushare-skip",
     "--gpushare-wait-timeout",
     "--gpushare-timeout",
     "--gpushare-verdict-summary",

@@ -17,7 +17,9 @@ from gpushare_conformance.fixtures.providers.kind import (
 
 
 def test_unknown_provider_is_a_clear_error():
-    with pytest.raises(ProviderError, match="unknown cluster provider 'minikube'; choose one of local, kind, existing"):
+    with pytest.raises(
+        ProviderError, match="unknown cluster provider 'minikube'; choose one of local, kind, existing, in-cluster"
+    ):
         get_provider("minikube")
 
 

@@ -1,0 +1,1 @@
+"""The suite image: the checks packaged as a Kubernetes conformance image (docs/in-cluster.md)."""
