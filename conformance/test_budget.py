@@ -281,12 +281,45 @@ def test_a_program_started_by_exec_can_take_the_whole_share(suite):
                 "reclaimed_after_exec", f"the holder did not hold {whole} MiB and exec: {done.output.strip()[-300:]}"
             )
         )
-    suite.expect(v.equal("exec_same_pid", before.group(1), after.group(1), "the pid after exec"))
     suite.expect(
         v.exit_ok(
             f"reclaimed_after_exec[{whole} MiB of {budget} MiB after exec of the holder of {whole} MiB]",
             done.exit_status,
             done.output,
             f"{whole} MiB by the program pid {after.group(1)} became, after it held {whole} MiB",
+        )
+    )
+    suite.expect(
+        v.equal("exec_same_pid", before.group(1), after.group(1), f"the pid after exec (pid {before.group(1)} held)")
+    )
+
+
+def test_a_process_given_a_dead_ones_pid_can_take_the_whole_share(suite):
+    """A pid of the container given to a new process (here in the workload's own PID
+    namespace, where it can pick the pid) carries nothing of the process that had it:
+    a stack that keys charges by pid must not charge the new one for the dead one."""
+    pod, budget, free = _share_pod(suite, "pid-reuse", judge_share=False)
+    whole = calibration.within_told(free)
+    check = "reclaimed_after_pid_reuse"
+    argv = [names.ATTACK, "pid-reuse", "--device", "0", "--alloc-mib", str(whole), "--", *suite.probe_argv(0, whole)]
+    with allure.step(
+        f"A holder of {whole} MiB of the {budget} MiB budget is killed; a new process given its pid asks {whole} MiB"
+    ):
+        done = suite.run_in_pod(pod, argv, "pid reuse")
+    held = re.search(r"^holder pid (\d+) holds", done.stdout, re.MULTILINE)
+    reused = re.search(r"^pid (\d+) reused", done.stdout, re.MULTILINE)
+    if not held or not reused:
+        # No user namespace for the pod (its seccomp profile, or the node's settings):
+        # the pid cannot be chosen, so nothing is shown either way.
+        pytest.skip(
+            suite.not_judged(check, f"no process could be given a dead one's pid: {done.output.strip()[-300:]}")
+        )
+    suite.expect(
+        v.exit_ok(
+            f"{check}[{whole} MiB of {budget} MiB by a new process given the pid of a killed holder of {whole} MiB]",
+            done.exit_status,
+            done.output,
+            f"{whole} MiB by a new process with pid {reused.group(1)}, that of a holder of {whole} MiB killed before "
+            f"(holder pid {held.group(1)})",
         )
     )

@@ -238,7 +238,14 @@ _RULES = (
         "GPU memory isolation",
         "isolation",
         "normal",
-        ("alloc_free_cycles", "held_while_alive", "reclaimed_after_sigkill", "exec_same_pid", "reclaimed_after_exec"),
+        (
+            "alloc_free_cycles",
+            "held_while_alive",
+            "reclaimed_after_sigkill",
+            "reclaimed_after_exec",
+            "exec_same_pid",
+            "reclaimed_after_pid_reuse",
+        ),
     ),
     # A hostile workload (docs/threat-model.md): what the pod can change must not lift its share.
     Rule(
@@ -561,6 +568,12 @@ CHECKS: dict[str, Check] = {
     ),
     "test_memory_of_a_killed_process_comes_back": Check(
         "Memory of a process killed with SIGKILL comes back", "isolation", ("memory_comes_back",), "normal"
+    ),
+    "test_a_process_given_a_dead_ones_pid_can_take_the_whole_share": Check(
+        "A process given a dead one's pid finds nothing of it charged",
+        "isolation",
+        ("memory_comes_back",),
+        "normal",
     ),
     "test_a_program_started_by_exec_can_take_the_whole_share": Check(
         "A program that replaces its process by exec finds nothing of it charged",

