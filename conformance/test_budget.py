@@ -244,3 +244,82 @@ def test_memory_of_a_killed_process_comes_back(suite):
                 f"{whole} MiB after the holder of {whole} MiB was killed",
             )
         )
+
+
+# Run by the process that allocated, in its place (exec): say this pid, then become the
+# probe asking the same again.
+AFTER_EXEC = 'echo "pid $$ after exec"; exec "$@"'
+
+
+def test_a_program_started_by_exec_can_take_the_whole_share(suite):
+    """A process that replaces itself (exec: the same pid, a new program) leaves nothing
+    of its memory behind: the driver frees it with the old program, so must the share.
+    A stack that keys its charges by pid must not carry them over to the new program."""
+    pod, budget, free = _share_pod(suite, "exec", judge_share=False)
+    whole = calibration.within_told(free)
+    argv = [
+        names.ATTACK,
+        "exec",
+        "--device",
+        "0",
+        "--alloc-mib",
+        str(whole),
+        "--",
+        "sh",
+        "-c",
+        AFTER_EXEC,
+        "sh",
+        *suite.probe_argv(0, whole),
+    ]
+    with allure.step(f"A process holding {whole} MiB of the {budget} MiB budget execs a program asking {whole} MiB"):
+        done = suite.run_in_pod(pod, argv, "exec while holding")
+    before = re.search(r"^pid (\d+) holds (\d+) MiB", done.stdout, re.MULTILINE)
+    after = re.search(r"^pid (\d+) after exec", done.stdout, re.MULTILINE)
+    if not before or not after:
+        pytest.skip(
+            suite.not_judged(
+                "reclaimed_after_exec", f"the holder did not hold {whole} MiB and exec: {done.output.strip()[-300:]}"
+            )
+        )
+    suite.expect(
+        v.exit_ok(
+            f"reclaimed_after_exec[{whole} MiB of {budget} MiB after exec of the holder of {whole} MiB]",
+            done.exit_status,
+            done.output,
+            f"{whole} MiB by the program pid {after.group(1)} became, after it held {whole} MiB",
+        )
+    )
+    suite.expect(
+        v.equal("exec_same_pid", before.group(1), after.group(1), f"the pid after exec (pid {before.group(1)} held)")
+    )
+
+
+def test_a_process_given_a_dead_ones_pid_can_take_the_whole_share(suite):
+    """A pid of the container given to a new process (in the workload's own PID
+    namespace, or by cycling the pids round) carries nothing of the process that had it:
+    a stack that keys charges by pid must not charge the new one for the dead one."""
+    pod, budget, free = _share_pod(suite, "pid-reuse", judge_share=False)
+    whole = calibration.within_told(free)
+    check = "reclaimed_after_pid_reuse"
+    argv = [names.ATTACK, "pid-reuse", "--device", "0", "--alloc-mib", str(whole), "--", *suite.probe_argv(0, whole)]
+    with allure.step(
+        f"A holder of {whole} MiB of the {budget} MiB budget is killed; a new process given its pid asks {whole} MiB"
+    ):
+        done = suite.run_in_pod(pod, argv, "pid reuse")
+    held = re.search(r"^holder pid (\d+) holds", done.stdout, re.MULTILINE)
+    reused = re.search(r"^pid (\d+) reused", done.stdout, re.MULTILINE)
+    if not held or not reused:
+        # No user namespace for the pod, and too many pids to cycle round (pid_max):
+        # the pid cannot be given, so nothing is shown either way.
+        pytest.skip(
+            suite.not_judged(check, f"no process could be given a dead one's pid: {done.output.strip()[-300:]}")
+        )
+    suite.expect(
+        v.exit_ok(
+            f"{check}[{whole} MiB of {budget} MiB by a new process given the pid of a killed holder of {whole} MiB]",
+            done.exit_status,
+            done.output,
+            f"{whole} MiB by a new process with pid {reused.group(1)}, that of a holder of {whole} MiB killed before "
+            f"(holder pid {held.group(1)})",
+        )
+    )

@@ -5,6 +5,7 @@ the node advertises what NVML reports.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import allure
@@ -273,6 +274,79 @@ def test_every_allocation_path_is_held_to_the_share(suite, api):
                 f"{past} MiB by {api} (shown {total} MiB)",
             )
         )
+
+
+# The tries of ``gpushare-attack vmm-release``, in order: the allocation must be refused
+# while a mapping holds the memory, and granted once none does.
+MAPPED_STAGES = (
+    ("mapped twice, handle released", "mapped_memory_held[two mappings]"),
+    ("mapped once, handle released", "mapped_memory_held[one of two mappings left]"),
+)
+UNMAPPED_STAGE = "unmapped, handle released"
+
+
+def _stage_said(output: str, stage: str) -> tuple[str | None, str]:
+    """What the attempt printed for ``stage``: "granted", the CUDA error name, or None
+    when it printed nothing for it; and the line itself."""
+    found = re.search(rf"^{re.escape(stage)}: alloc \d+ MiB (granted|failed: (\S+))$", output, re.MULTILINE)
+    if not found:
+        return None, ""
+    return (found.group(2) or found.group(1)), found.group(0)
+
+
+@pytest.mark.capacity(cards=1)
+def test_memory_still_mapped_stays_charged_after_its_handle_is_released(suite):
+    """The driver keeps a cuMemCreate allocation while any mapping of it is left, even
+    once its handle is released: so must the share. A workload that maps its memory
+    and releases the handle at once (as CUDA's own samples do) must not find the share
+    free again while it still uses every byte of it; only the last cuMemUnmap gives it
+    back."""
+    per_card = 1
+    with allure.step(f"Run a pod with {per_card} GiB on one card"):
+        pod = suite.submit_share_pod("vmm-mapped", per_card, None)
+        obj = suite.wait_running(pod)
+    total = card_totals_mib(suite.nvidia_smi_exec(pod))[0]
+    # The premise: the pod is shown its share, not the card.
+    suite.expect(check_card_total(total, per_card, suite.physical_mib(obj, 0)))
+    check = "mapped_memory_held"
+    told = suite.told(pod, 0)
+    hold = told.free_mib * 2 // 3 // 2 * 2
+    ask = told.free_mib - hold // 2
+    if hold <= 0:
+        pytest.skip(suite.not_judged(check, f"a new process is told {told.free_mib} MiB free: nothing to hold"))
+    argv = [names.ATTACK, "vmm-release", "--device", "0", "--hold-mib", str(hold), "--alloc-mib", str(ask)]
+    with allure.step(
+        f"One process maps {hold} MiB of one cuMemCreate handle twice and releases the handle; {ask} MiB more "
+        f"(past the {told.free_mib} MiB it is told free) fails with {OOM} until the last cuMemUnmap, then succeeds"
+    ):
+        result = suite.run_in_pod(pod, argv, "vmm-release")
+        allure.attach(result.output, "gpushare-attack vmm-release", allure.attachment_type.TEXT)
+    held_line = next((line for line in result.stdout.splitlines() if line.startswith("holding ")), "")
+    if not held_line:
+        pytest.skip(suite.not_judged(check, f"the memory could not be mapped: {result.output.strip()[-300:]}"))
+    setting = f"{held_line}; a new process is told {told.free_mib} MiB free of the {total} MiB share"
+    for stage, verdict in MAPPED_STAGES:
+        said, line = _stage_said(result.stdout, stage)
+        suite.expect(
+            Verdict(
+                verdict,
+                OOM,
+                said or "no answer",
+                said == OOM,
+                f"{ask} MiB by cuMemAlloc_v2 ({line or 'not tried: ' + result.output.strip()[-200:]}); {setting}",
+            )
+        )
+    said, line = _stage_said(result.stdout, UNMAPPED_STAGE)
+    suite.expect(
+        Verdict(
+            "mapped_memory_freed_at_unmap",
+            "granted",
+            said or "no answer",
+            said == "granted",
+            f"{ask} MiB by cuMemAlloc_v2 once both mappings are gone "
+            f"({line or 'not tried: ' + result.output.strip()[-200:]}); {setting}",
+        )
+    )
 
 
 @pytest.mark.capacity(cards="all")

@@ -136,6 +136,8 @@ _RULES = (
             "past_share_below_physical",
             "no_overbooking",
             "same_cards",
+            "mapped_memory_held",
+            "mapped_memory_freed_at_unmap",
         ),
     ),
     Rule(
@@ -236,7 +238,14 @@ _RULES = (
         "GPU memory isolation",
         "isolation",
         "normal",
-        ("alloc_free_cycles", "held_while_alive", "reclaimed_after_sigkill"),
+        (
+            "alloc_free_cycles",
+            "held_while_alive",
+            "reclaimed_after_sigkill",
+            "reclaimed_after_exec",
+            "exec_same_pid",
+            "reclaimed_after_pid_reuse",
+        ),
     ),
     # A hostile workload (docs/threat-model.md): what the pod can change must not lift its share.
     Rule(
@@ -486,6 +495,12 @@ CHECKS: dict[str, Check] = {
         ("one_budget_per_container", "alloc_past_share_refused"),
         "critical",
     ),
+    "test_memory_still_mapped_stays_charged_after_its_handle_is_released": Check(
+        "Memory still mapped stays charged after its handle is released, until its last unmap",
+        "isolation",
+        ("alloc_past_share_refused",),
+        "critical",
+    ),
     "test_every_allocation_path_is_held_to_the_share": Check(
         "Allocation path {api}: the share works, one MiB past it is out of memory",
         "isolation",
@@ -577,6 +592,18 @@ CHECKS: dict[str, Check] = {
     ),
     "test_memory_of_a_killed_process_comes_back": Check(
         "Memory of a process killed with SIGKILL comes back", "isolation", ("memory_comes_back",), "normal"
+    ),
+    "test_a_process_given_a_dead_ones_pid_can_take_the_whole_share": Check(
+        "A process given a dead one's pid finds nothing of it charged",
+        "isolation",
+        ("memory_comes_back",),
+        "normal",
+    ),
+    "test_a_program_started_by_exec_can_take_the_whole_share": Check(
+        "A program that replaces its process by exec finds nothing of it charged",
+        "isolation",
+        ("memory_comes_back",),
+        "normal",
     ),
     # test_burst.py
     "test_a_burst_that_fills_a_node_runs_and_overbooks_no_card": Check(

@@ -40,6 +40,8 @@ ORDINAL_CARDS = "ordinal-cards"
 LOADER_UNHELD = "loader-unheld"
 STREAM_CURRENT_CARD = "stream-current-card"
 CONTEXTS_UNCHARGED = "contexts-uncharged"
+VMM_RELEASE_FREES = "vmm-release-frees"
+EXEC_KEEPS_CHARGE = "exec-keeps-charge"
 TWINS_AT_ONCE = "twins-at-once"
 OPEN_TO_STALLS = "open-to-stalls"
 FAILED_PODS_HOLD = "failed-pods-hold"
@@ -73,6 +75,8 @@ SHIM_FAULTS = (
     LOADER_UNHELD,
     STREAM_CURRENT_CARD,
     CONTEXTS_UNCHARGED,
+    VMM_RELEASE_FREES,
+    EXEC_KEEPS_CHARGE,
 )
 DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_FAULTS)
 # Faults of the DRA plugin (gpushare-dra-plugin): no-isolation as the device plugin's,
@@ -128,7 +132,9 @@ DEVICE_PLUGIN_HELP = (
     f"holds, {ORDINAL_CARDS} charges a process's CUDA device N to container card N whatever "
     f"CUDA_VISIBLE_DEVICES says, {LOADER_UNHELD} leaves RTLD_DEEPBIND and dlmopen to the loader, "
     f"{STREAM_CURRENT_CARD} charges a stream-ordered allocation to the current card, not the stream's, "
-    f"{CONTEXTS_UNCHARGED} charges CUDA contexts nothing; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
+    f"{CONTEXTS_UNCHARGED} charges CUDA contexts nothing, {VMM_RELEASE_FREES} gives the share of a "
+    "cuMemCreate allocation back at cuMemRelease while a mapping still holds it, "
+    f"{EXEC_KEEPS_CHARGE} keeps a process's charge after it execs another program (same pid); {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
     f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
     "falls off the bus stays Healthy and advertised (default: no fault)"
 )
@@ -190,7 +196,7 @@ def cards_on_this_node(cards: Any, used: Mapping[int, int], request: ShareReques
 def with_shim_fault(env: Mapping[str, str], fault: str) -> dict[str, str]:
     """Shim faults (``per-process-budget``, ``leak-frees``, ``no-reclaim``,
     ``unguarded-managed``, ``exact-fit-refused``, ``smi-ignores-usage``, ``ordinal-cards``, ``loader-unheld``,
-    ``stream-current-card``, ``contexts-uncharged``): the container env with the fault build of the shim (the
+    ``stream-current-card``, ``contexts-uncharged``, ``vmm-release-frees``, ``exec-keeps-charge``): the container env with the fault build of the shim (the
     shipped one has no fault switch) and ``GPUSHARE_SHIM_FAULT``, which it reads at start
     and announces on stderr as ``FAULT INJECTED``."""
     return {**env, contract.ENV_LD_PRELOAD: contract.SHIM_FAULTS_PATH, SHIM_FAULT_ENV: fault}

@@ -10,7 +10,9 @@
  *   GPUSHARE_USAGE_FILE        shared accounting file (default /tmp/.gpushare-usage)
  *   GPUSHARE_SHIM_FAULT        a deliberate fault, comma list of per-process-budget,
  *                              leak-frees, no-reclaim, unguarded-managed, exact-fit-refused,
- *                              smi-ignores-usage, ordinal-cards: read only by the fault
+ *                              smi-ignores-usage, ordinal-cards, loader-unheld,
+ *                              stream-current-card, contexts-uncharged, vmm-release-frees,
+ *                              exec-keeps-charge: read only by the fault
  *                              build (SHIM_WITH_FAULTS, libgpushare-shim-faults.so, which the device
  *                              plugin uses under --fault); the shipped library ignores it
  * A malformed value refuses the whole configuration: never a silent "unlimited".  Once any
@@ -104,6 +106,8 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                 {"loader-unheld", SHIM_FAULT_LOADER_UNHELD},
                 {"stream-current-card", SHIM_FAULT_STREAM_CURRENT_CARD},
                 {"contexts-uncharged", SHIM_FAULT_CONTEXTS_UNCHARGED},
+                {"vmm-release-frees", SHIM_FAULT_VMM_RELEASE_FREES},
+                {"exec-keeps-charge", SHIM_FAULT_EXEC_KEEPS_CHARGE},
             };
             const char *p = value;
             while (*p) {
@@ -113,8 +117,8 @@ void shim_config_from_env(char *const *envp, shim_config_t *cfg) {
                     if (strlen(known[k].name) == len && strncmp(p, known[k].name, len) == 0) bit = known[k].bit;
                 if (!bit) {
                     refuse(cfg, name, value, "expected per-process-budget, leak-frees, no-reclaim, unguarded-managed, exact-fit-refused, "
-                                            "smi-ignores-usage, ordinal-cards, loader-unheld, stream-current-card "
-                                            "or contexts-uncharged");
+                                            "smi-ignores-usage, ordinal-cards, loader-unheld, stream-current-card, "
+                                            "contexts-uncharged, vmm-release-frees or exec-keeps-charge");
                     break;
                 }
                 cfg->fault |= bit;

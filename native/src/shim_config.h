@@ -44,6 +44,8 @@ typedef enum {
 #define SHIM_FAULT_LOADER_UNHELD 128u    /* dlopen keeps RTLD_DEEPBIND, dlmopen opens new namespaces */
 #define SHIM_FAULT_STREAM_CURRENT_CARD 256u /* a stream-ordered allocation is charged to the current card */
 #define SHIM_FAULT_CONTEXTS_UNCHARGED 512u  /* CUDA contexts cost the share nothing */
+#define SHIM_FAULT_VMM_RELEASE_FREES 1024u  /* cuMemRelease gives the share back while a mapping holds the memory */
+#define SHIM_FAULT_EXEC_KEEPS_CHARGE 2048u  /* the ledger survives exec: a program started by exec finds its pid's charge */
 
 /* The limit of a card the configuration gives none once any limit is given: a share of
  * one byte, so every allocation on it fails (fail closed, never "unlimited"). */

@@ -52,14 +52,15 @@ static void warn(const char *what) {
 
 /* Say once on stderr that a fault is on, so no one mistakes the shim for a sound one. */
 static void announce_fault(unsigned fault) {
-    char line[256];
-    int n = snprintf(line, sizeof line, "gpushare-shim: FAULT INJECTED: GPUSHARE_SHIM_FAULT=%s%s%s%s%s%s%s (never use in production)\n",
-                     fault & SHIM_FAULT_PER_PROCESS_BUDGET ? "per-process-budget," : "",
-                     fault & SHIM_FAULT_LEAK_FREES ? "leak-frees," : "", fault & SHIM_FAULT_NO_RECLAIM ? "no-reclaim," : "",
-                     fault & SHIM_FAULT_UNGUARDED_MANAGED ? "unguarded-managed," : "",
-                     fault & SHIM_FAULT_EXACT_FIT_REFUSED ? "exact-fit-refused," : "",
-                     fault & SHIM_FAULT_SMI_IGNORES_USAGE ? "smi-ignores-usage," : "",
-                     fault & SHIM_FAULT_ORDINAL_CARDS ? "ordinal-cards," : "");
+    static const char *const names[] = {"per-process-budget", "leak-frees", "no-reclaim", "unguarded-managed",
+                                        "exact-fit-refused", "smi-ignores-usage", "ordinal-cards", "loader-unheld",
+                                        "stream-current-card", "contexts-uncharged", "vmm-release-frees",
+                                        "exec-keeps-charge"};
+    char line[512];
+    int n = snprintf(line, sizeof line, "gpushare-shim: FAULT INJECTED: GPUSHARE_SHIM_FAULT=");
+    for (unsigned i = 0; i < sizeof names / sizeof names[0] && n > 0 && (size_t)n < sizeof line; i++)
+        if (fault & (1u << i)) n += snprintf(line + n, sizeof line - (size_t)n, "%s,", names[i]);
+    if (n > 0 && (size_t)n < sizeof line) n += snprintf(line + n, sizeof line - (size_t)n, " (never use in production)\n");
     if (n > 0) {
         ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         (void)w;
@@ -101,13 +102,18 @@ static int open_ledger(void) {
     /* Never through a link (a workload could point it at any file), only a regular file. */
     /* Read-only: the ledger is read locks, so the file can be mounted read-only (a pod
      * cannot write to the node's disk through it). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (prepared ? 0 : O_CREAT), 0600);
+    /* Closed on exec: the kernel then drops this process's locks, so a program started
+     * by exec (the same pid) holds nothing of what the one it replaced had charged.
+     * Fault exec-keeps-charge leaves the descriptor open across exec: the new program
+     * opens one of its own, and the old one's locks stay, charged to no one it knows. */
+    int cloexec = fault & SHIM_FAULT_EXEC_KEEPS_CHARGE ? 0 : O_CLOEXEC;
+    int fd = open(path, O_RDONLY | cloexec | O_NOFOLLOW | (prepared ? 0 : O_CREAT), 0600);
     if (fd < 0) { warn("cannot open"); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0) { warn("cannot stat"); close(fd); return -1; }
     if (!S_ISREG(st.st_mode)) { errno = EINVAL; warn("not a regular file"); close(fd); return -1; }
     /* Away from the low numbers a program reuses after closing its own files. */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, 512);
+    int high = fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, 512);
     if (high >= 0) {
         close(fd);
         fd = high;

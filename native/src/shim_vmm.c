@@ -135,6 +135,15 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     return rc;
 }
 
+/* Fault vmm-release-frees: the share is given back with the last handle reference,
+ * while a mapping still holds the memory (the record stays, charging nothing, until
+ * the last unmap). */
+static void release_early(handle_rec_t *r) {
+    if (r->refs > 0 || !r->bytes || !(shim_config()->fault & SHIM_FAULT_VMM_RELEASE_FREES)) return;
+    usage_release(r->card, r->bytes);
+    r->bytes = 0;
+}
+
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     PREAMBLE(R.release, R.release(handle));
     int locked = lock();
@@ -142,6 +151,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     handle_rec_t *r;
     if (rc == CUDA_SUCCESS && (r = find(handle)) != NULL) {
         r->refs--;
+        release_early(r);
         drop_if_done(r);
     }
     unlock(locked);

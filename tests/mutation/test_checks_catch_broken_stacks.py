@@ -190,6 +190,26 @@ CASES = [
         control=f"{HOSTILE}::test_a_loader_trick_lifts_no_share[dlmopen]",
     ),
     Case(
+        faults.VMM_RELEASE_FREES,
+        "gpushare-device-plugin",
+        {
+            # The share comes back at cuMemRelease: the memory still mapped is taken twice.
+            f"{ISOLATION}::test_memory_still_mapped_stays_charged_after_its_handle_is_released": r"mapped_memory_held\[two mappings\]: \d+ MiB by cuMemAlloc_v2 \(mapped twice, handle released: alloc \d+ MiB granted\); holding \d+ MiB",
+        },
+        # The virtual-memory path, unmapped before release as usual, is still held.
+        control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[vmm]",
+    ),
+    Case(
+        faults.EXEC_KEEPS_CHARGE,
+        "gpushare-device-plugin",
+        {
+            # The program started by exec finds the charge of the one it replaced.
+            f"{BUDGET}::test_a_program_started_by_exec_can_take_the_whole_share": r"reclaimed_after_exec\[\d+ MiB of \d+ MiB after exec of the holder of \d+ MiB\]: \d+ MiB by the program pid \d+ became, after it held \d+ MiB: exit 2: .*CUDA_ERROR_OUT_OF_MEMORY",
+        },
+        # A killed process's memory still comes back (the kernel drops its locks).
+        control=f"{BUDGET}::test_memory_of_a_killed_process_comes_back",
+    ),
+    Case(
         faults.SHARED_ACCOUNTING,
         "gpushare-device-plugin",
         {

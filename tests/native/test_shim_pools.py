@@ -57,6 +57,7 @@ for line in sys.stdin:
         v = U64(cmd[1])
         out = {"rc": lib.cuMemPoolSetAttribute(pool, RELEASE_THRESHOLD, ctypes.byref(v))}
     elif cmd[0] == "trim": out = {"rc": lib.cuMemPoolTrimTo(pool, ctypes.c_size_t(cmd[1]))}
+    elif cmd[0] == "destroy": out = {"rc": lib.cuMemPoolDestroy(pool)}
     elif cmd[0] == "reserved":  # what the pool, and the device's current pool, hold
         current, v, w = ctypes.c_void_p(), U64(), U64()
         assert lib.cuDeviceGetMemPool(ctypes.byref(current), 0) == 0
@@ -115,6 +116,21 @@ def test_pool_holding_more_than_it_hands_out_stays_charged_until_trimmed(native_
         )
         rc, p = reader.alloc("pool", 48)
         assert rc == 0 and reader.ask("free", p)["rc"] == 0
+    finally:
+        holder.close()
+        reader.close()
+
+
+def test_a_pool_destroyed_with_an_allocation_out_keeps_it_charged(native_root, tmp_path):
+    """The driver keeps a destroyed pool's memory while an allocation from it is out:
+    so does the share (the process let go of the pool, not of the memory)."""
+    holder, reader = workers(tmp_path, 2)
+    try:
+        rc, p = holder.alloc("pool", 32)
+        assert rc == 0 and holder.ask("destroy")["rc"] == 0
+        assert reader.used_mib() >= 32, "the allocation still out stays charged"
+        assert reader.alloc("pool", 48)[0] == 2, "past what is left: CUDA_ERROR_OUT_OF_MEMORY"
+        assert reader.alloc("pool", 16)[0] == 0, "what is left is still there"
     finally:
         holder.close()
         reader.close()
