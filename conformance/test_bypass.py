@@ -231,25 +231,7 @@ for url in sys.argv[2:]:
 
 def _no_gpu_pod(suite, name: str, env: dict[str, str] | None = None) -> dict:
     """A pod on the GPU node that asks no GPU at all, holding (any pod can be one)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {names.SUITE_LABEL: "true"}},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "nodeSelector": {"kubernetes.io/hostname": suite.node.node},
-            "containers": [
-                {
-                    "name": name,
-                    "image": suite.suite_image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": list(submit.HOLD),
-                    "env": [{"name": k, "value": val} for k, val in (env or {}).items()],
-                }
-            ],
-        },
-    }
+    return submit.no_gpu_pod(suite.node.node, name, suite.suite_image, env)
 
 
 ANSWERED = re.compile(r"^(\S+) (\d{3}) ", re.M)

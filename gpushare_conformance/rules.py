@@ -267,6 +267,15 @@ _RULES = (
         ("forged_accounting_past_share", "accounting_copied", "accounting_forged"),
     ),
     Rule(
+        "hostile_isolation_files",
+        "the isolation's files are out of reach",
+        "Limitations: memory isolation",
+        "GPU memory isolation",
+        "hostile",
+        "critical",
+        ("isolation_files_read_only",),
+    ),
+    Rule(
         "hostile_descendants",
         "grandchildren draw from the same budget",
         "Limitations: memory isolation",
@@ -550,6 +559,12 @@ CHECKS: dict[str, Check] = {
     ),
     "test_namespaces_and_mounts_lift_no_share": Check(
         "Namespaces and mounts lift no share", "hostile", ("hostile_namespaces",), "critical"
+    ),
+    "test_the_files_the_isolation_runs_from_are_out_of_the_pods_reach": Check(
+        "The files the isolation runs from are out of the pod's reach",
+        "hostile",
+        ("hostile_isolation_files",),
+        "critical",
     ),
     "test_clearing_the_isolation_variables_lifts_no_share": Check(
         "Clearing the isolation's variables lifts no share", "hostile", ("hostile_environment",), "critical"

@@ -47,6 +47,7 @@ OPEN_TO_STALLS = "open-to-stalls"
 FAILED_PODS_HOLD = "failed-pods-hold"
 BLIND_TO_HEALTH = "blind-to-health"
 READY_BEFORE_SYNCED = "ready-before-synced"
+ISOLATION_FILES_WRITABLE = "isolation-files-writable"
 EXTENDER_FAULTS = (
     UNEVEN_SPLIT,
     IGNORE_INTEGER_RULE,
@@ -78,7 +79,7 @@ SHIM_FAULTS = (
     VMM_RELEASE_FREES,
     EXEC_KEEPS_CHARGE,
 )
-DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_FAULTS)
+DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, ISOLATION_FILES_WRITABLE, *SHIM_FAULTS)
 # Faults of the DRA plugin (gpushare-dra-plugin): no-isolation as the device plugin's,
 # and a slice that publishes each card with more memory than it has.
 OVERCOMMIT_CAPACITY = "overcommit-capacity"
@@ -136,7 +137,8 @@ DEVICE_PLUGIN_HELP = (
     "cuMemCreate allocation back at cuMemRelease while a mapping still holds it, "
     f"{EXEC_KEEPS_CHARGE} keeps a process's charge after it execs another program (same pid); {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
     f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
-    "falls off the bus stays Healthy and advertised (default: no fault)"
+    f"falls off the bus stays Healthy and advertised; {ISOLATION_FILES_WRITABLE} mounts the container's limits "
+    "and preload list read-write (default: no fault)"
 )
 
 
@@ -216,6 +218,13 @@ def shared_accounting(mounts: list[Any], root: str) -> list[Any]:
         type(m)(m.container_path, str(shared), m.read_only) if m.container_path == contract.CONTAINER_USAGE_FILE else m
         for m in mounts
     ]
+
+
+def writable_isolation_files(mounts: list[Any]) -> list[Any]:
+    """Fault ``isolation-files-writable``: the container's mounts with its limits file and
+    preload list given read-write, so the container's root can write what its shim reads."""
+    writable = (contract.CONTAINER_LIMITS_FILE, contract.CONTAINER_PRELOAD_FILE)
+    return [type(m)(m.container_path, m.host_path, False) if m.container_path in writable else m for m in mounts]
 
 
 def nothing_fits(count: int, share_gib: int) -> str:
@@ -335,6 +344,11 @@ class SharedAccounting:
         return shared_accounting(files, containers_dir)
 
 
+class IsolationFilesWritable:
+    def accounting_files(self, files: list[Any], containers_dir: str) -> list[Any]:
+        return writable_isolation_files(super().accounting_files(files, containers_dir))  # type: ignore[misc]
+
+
 class BlindToHealth:
     watches_health = False
 
@@ -382,6 +396,7 @@ DEVICE_PLUGIN_MIXINS: dict[str, type] = {
     NO_ISOLATION: NoIsolation,
     SHARED_ACCOUNTING: SharedAccounting,
     BLIND_TO_HEALTH: BlindToHealth,
+    ISOLATION_FILES_WRITABLE: IsolationFilesWritable,
     **{name: type(f"ShimFault[{name}]", (ShimFault,), {"shim_fault": name}) for name in SHIM_FAULTS},
 }
 DRA_PLUGIN_MIXINS: dict[str, type] = {

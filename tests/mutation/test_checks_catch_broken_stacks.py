@@ -47,6 +47,7 @@ BURST = "conformance/test_burst.py"
 SICK_CARD = "conformance/test_sick_card.py"
 MULTINODE = "conformance/test_multinode.py"
 HOSTILE = "conformance/test_hostile.py"
+ISOLATION_FILES = "conformance/test_isolation_files.py"
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,17 @@ CASES = [
         },
         # One pod alone: its processes share a budget as they should.
         control=f"{BUDGET}::test_second_process_of_a_container_gets_only_what_the_first_left",
+    ),
+    Case(
+        faults.ISOLATION_FILES_WRITABLE,
+        "gpushare-device-plugin",
+        {
+            # The limits file and the preload list are mounted read-write: the
+            # container's root opens them for writing.
+            f"{ISOLATION_FILES}::test_the_files_the_isolation_runs_from_are_out_of_the_pods_reach": r"isolation_files_read_only: granted \d+ of \d+ operations on \d+ paths .*: (write|truncate|chmod) /etc/(gpushare/limits|ld\.so\.preload) as uid 0",
+        },
+        # Its limits still hold: a pod is refused past its share.
+        control=f"{ISOLATION}::test_every_allocation_path_is_held_to_the_share[alloc]",
     ),
     Case(
         faults.TWINS_AT_ONCE,

@@ -207,6 +207,29 @@ def test_shared_accounting_gives_every_container_one_usage_file_and_its_own_limi
         assert f.read() == prepared_usage_file(), "prepared like any container's"
 
 
+# -------------------------------------------------- isolation-files-writable
+def test_isolation_files_writable_mounts_limits_and_preload_read_write_and_nothing_else(tmp_path):
+    pod = bound(extender(None), share_pod("a", 2, 1))
+
+    def mounts(fault: str | None) -> dict[str, tuple[str, bool]]:
+        (tmp_path / str(fault)).mkdir()
+        plugin = DevicePlugin(
+            node=NODE,
+            discover=lambda: [GpuCard(i, f"GPU-{i}", "Tesla V100-SXM2-16GB", V100_MIB) for i in range(4)],
+            kube=None,
+            flavor=registry.device_plugin(fault=fault),
+            containers_dir=str(tmp_path / str(fault)),
+        )
+        _env, given = plugin.allocation_environment(match_allocation([pod], NODE, 2, {}))
+        return {m.container_path: (m.host_path.replace(str(fault), "*"), m.read_only) for m in given}
+
+    sound, broken = mounts(None), mounts(faults.ISOLATION_FILES_WRITABLE)
+    writable = {contract.CONTAINER_LIMITS_FILE, contract.CONTAINER_PRELOAD_FILE}
+    assert all(read_only for _path, read_only in sound.values()), sound
+    assert {p for p, (_h, read_only) in broken.items() if not read_only} == writable, broken
+    assert {p: h for p, (h, _ro) in broken.items()} == {p: h for p, (h, _ro) in sound.items()}, "the same files"
+
+
 # ------------------------------------------------------------ blind-to-health
 @pytest.mark.parametrize("fault", [None, faults.BLIND_TO_HEALTH])
 def test_blind_to_health_keeps_a_lost_card_healthy(fault):
@@ -341,6 +364,7 @@ def render(path: Path) -> list[dict]:
         (faults.NO_ISOLATION, "DaemonSet", "gpushare-device-plugin"),
         (faults.SHARED_ACCOUNTING, "DaemonSet", "gpushare-device-plugin"),
         (faults.BLIND_TO_HEALTH, "DaemonSet", "gpushare-device-plugin"),
+        (faults.ISOLATION_FILES_WRITABLE, "DaemonSet", "gpushare-device-plugin"),
         (faults.TWINS_AT_ONCE, "Deployment", "gpushare-extender"),
         (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),
