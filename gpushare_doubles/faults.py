@@ -42,6 +42,7 @@ TWINS_AT_ONCE = "twins-at-once"
 OPEN_TO_STALLS = "open-to-stalls"
 FAILED_PODS_HOLD = "failed-pods-hold"
 BLIND_TO_HEALTH = "blind-to-health"
+IGNORES_XIDS = "ignores-xids"
 EXTENDER_FAULTS = (
     UNEVEN_SPLIT,
     IGNORE_INTEGER_RULE,
@@ -70,7 +71,7 @@ SHIM_FAULTS = (
     STREAM_CURRENT_CARD,
     CONTEXTS_UNCHARGED,
 )
-DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, *SHIM_FAULTS)
+DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, IGNORES_XIDS, *SHIM_FAULTS)
 # Faults of the DRA plugin (gpushare-dra-plugin): no-isolation as the device plugin's,
 # and a slice that publishes each card with more memory than it has.
 OVERCOMMIT_CAPACITY = "overcommit-capacity"
@@ -113,7 +114,8 @@ DEVICE_PLUGIN_HELP = (
     f"{STREAM_CURRENT_CARD} charges a stream-ordered allocation to the current card, not the stream's, "
     f"{CONTEXTS_UNCHARGED} charges CUDA contexts nothing; {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
     f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
-    "falls off the bus stays Healthy and advertised (default: no fault)"
+    f"falls off the bus stays Healthy and advertised; {IGNORES_XIDS} takes every Xid error NVML reports "
+    "for an application's, so a card with a critical Xid stays Healthy and advertised (default: no fault)"
 )
 
 
@@ -192,6 +194,13 @@ def shared_accounting(mounts: list[Any], root: str) -> list[Any]:
         type(m)(m.container_path, str(shared), m.read_only) if m.container_path == contract.CONTAINER_USAGE_FILE else m
         for m in mounts
     ]
+
+
+def ignores_xid(xid: int) -> bool:
+    """Fault ``ignores-xids``: every Xid error counts as an application's, so no card
+    ever leaves what the node advertises for one (the watcher still logs it)."""
+    logging.getLogger(__name__).warning("FAULT INJECTED: ignores-xids: Xid %d taken for an application error", xid)
+    return False
 
 
 def nothing_fits(count: int, share_gib: int) -> str:
@@ -294,6 +303,11 @@ class BlindToHealth:
     watches_health = False
 
 
+class IgnoresXids:
+    def critical_xid(self, xid: int) -> bool:
+        return ignores_xid(xid)
+
+
 class DraNoIsolation:
     isolation = False
 
@@ -317,6 +331,7 @@ DEVICE_PLUGIN_MIXINS: dict[str, type] = {
     NO_ISOLATION: NoIsolation,
     SHARED_ACCOUNTING: SharedAccounting,
     BLIND_TO_HEALTH: BlindToHealth,
+    IGNORES_XIDS: IgnoresXids,
     **{name: type(f"ShimFault[{name}]", (ShimFault,), {"shim_fault": name}) for name in SHIM_FAULTS},
 }
 DRA_PLUGIN_MIXINS: dict[str, type] = {NO_ISOLATION: DraNoIsolation, OVERCOMMIT_CAPACITY: OvercommitCapacity}

@@ -514,7 +514,12 @@ def test_an_xid_in_the_inventory_reaches_every_set_registered_for_it_once(env):
     timeout = 10  # NVML_ERROR_TIMEOUT
     assert out["old_news"]["rc"] == timeout and out["old_news"]["s"] >= 0.18
     assert {k: out["a"][k] for k in ("rc", "card", "type", "xid", "gi", "ci")} == {
-        "rc": 0, "card": 1, "type": 0x8, "xid": 48, "gi": 0xFFFFFFFF, "ci": 0xFFFFFFFF
+        "rc": 0,
+        "card": 1,
+        "type": 0x8,
+        "xid": 48,
+        "gi": 0xFFFFFFFF,
+        "ci": 0xFFFFFFFF,
     }
     assert out["a"]["s"] < 1  # delivered as it happens, not at the timeout
     assert out["a_again"]["rc"] == timeout  # once per change
