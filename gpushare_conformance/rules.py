@@ -198,10 +198,17 @@ _RULES = (
             "lost_card_not_advertised",
             "no_pod_on_lost_card",
             "card_back_advertised",
+            "xid_card_not_advertised",
+            "app_xid_card_kept",
+            "no_pod_on_xid_card",
+            "xid_card_back_after_restart",
         ),
         # A node reading NVML once at start advertises the right figures too: only a card
-        # turning sick tells the two apart.
-        deciding=("test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod",),
+        # turning sick (off the bus, or with a critical Xid) tells the two apart.
+        deciding=(
+            "test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod",
+            "test_a_card_with_a_critical_xid_leaves_the_node_and_gets_no_pod",
+        ),
     ),
     Rule(
         "one_budget_per_container",
@@ -643,6 +650,13 @@ CHECKS: dict[str, Check] = {
     # test_sick_card.py
     "test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod": Check(
         "A card that falls off the bus leaves what the node advertises and gets no new pod",
+        "isolation",
+        ("node_advertises",),
+        "critical",
+    ),
+    "test_a_card_with_a_critical_xid_leaves_the_node_and_gets_no_pod": Check(
+        "A card with a critical Xid error leaves what the node advertises and gets no new pod; "
+        "an application's Xid leaves its card",
         "isolation",
         ("node_advertises",),
         "critical",

@@ -48,6 +48,7 @@ FAILED_PODS_HOLD = "failed-pods-hold"
 BLIND_TO_HEALTH = "blind-to-health"
 READY_BEFORE_SYNCED = "ready-before-synced"
 ISOLATION_FILES_WRITABLE = "isolation-files-writable"
+IGNORES_XIDS = "ignores-xids"
 EXTENDER_FAULTS = (
     UNEVEN_SPLIT,
     IGNORE_INTEGER_RULE,
@@ -79,7 +80,14 @@ SHIM_FAULTS = (
     VMM_RELEASE_FREES,
     EXEC_KEEPS_CHARGE,
 )
-DEVICE_PLUGIN_FAULTS = (NO_ISOLATION, SHARED_ACCOUNTING, BLIND_TO_HEALTH, ISOLATION_FILES_WRITABLE, *SHIM_FAULTS)
+DEVICE_PLUGIN_FAULTS = (
+    NO_ISOLATION,
+    SHARED_ACCOUNTING,
+    BLIND_TO_HEALTH,
+    ISOLATION_FILES_WRITABLE,
+    IGNORES_XIDS,
+    *SHIM_FAULTS,
+)
 # Faults of the DRA plugin (gpushare-dra-plugin): no-isolation as the device plugin's,
 # and a slice that publishes each card with more memory than it has.
 OVERCOMMIT_CAPACITY = "overcommit-capacity"
@@ -138,7 +146,8 @@ DEVICE_PLUGIN_HELP = (
     f"{EXEC_KEEPS_CHARGE} keeps a process's charge after it execs another program (same pid); {SHARED_ACCOUNTING} gives every container of the node one accounting file, so "
     f"pods on a card draw from one budget; {BLIND_TO_HEALTH} never re-reads NVML after start, so a card that "
     f"falls off the bus stays Healthy and advertised; {ISOLATION_FILES_WRITABLE} mounts the container's limits "
-    "and preload list read-write (default: no fault)"
+    f"and preload list read-write; {IGNORES_XIDS} takes every Xid error NVML reports "
+    "for an application's, so a card with a critical Xid stays Healthy and advertised (default: no fault)"
 )
 
 
@@ -225,6 +234,13 @@ def writable_isolation_files(mounts: list[Any]) -> list[Any]:
     preload list given read-write, so the container's root can write what its shim reads."""
     writable = (contract.CONTAINER_LIMITS_FILE, contract.CONTAINER_PRELOAD_FILE)
     return [type(m)(m.container_path, m.host_path, False) if m.container_path in writable else m for m in mounts]
+
+
+def ignores_xid(xid: int) -> bool:
+    """Fault ``ignores-xids``: every Xid error counts as an application's, so no card
+    ever leaves what the node advertises for one (the watcher still logs it)."""
+    logging.getLogger(__name__).warning("FAULT INJECTED: ignores-xids: Xid %d taken for an application error", xid)
+    return False
 
 
 def nothing_fits(count: int, share_gib: int) -> str:
@@ -353,6 +369,11 @@ class BlindToHealth:
     watches_health = False
 
 
+class IgnoresXids:
+    def critical_xid(self, xid: int) -> bool:
+        return ignores_xid(xid)
+
+
 class DraNoIsolation:
     isolation = False
 
@@ -397,6 +418,7 @@ DEVICE_PLUGIN_MIXINS: dict[str, type] = {
     SHARED_ACCOUNTING: SharedAccounting,
     BLIND_TO_HEALTH: BlindToHealth,
     ISOLATION_FILES_WRITABLE: IsolationFilesWritable,
+    IGNORES_XIDS: IgnoresXids,
     **{name: type(f"ShimFault[{name}]", (ShimFault,), {"shim_fault": name}) for name in SHIM_FAULTS},
 }
 DRA_PLUGIN_MIXINS: dict[str, type] = {

@@ -1,4 +1,4 @@
-"""The device plugin: its resources, health polling, kubelet restarts, Allocate.
+"""The device plugin: its resources, health polling and Xid events, kubelet restarts, Allocate.
 
 What it advertises, what it writes on its node and what a container gets come from
 its policy (deviceplugin/policy.py): the reference stack's two resources by default.
@@ -29,6 +29,7 @@ from gpushare_stack.deviceplugin.environment import (
 from gpushare_stack.deviceplugin.grpc_server import ResourcePlugin, register
 from gpushare_stack.deviceplugin.matching import AllocationMatchError, Match, match_allocation
 from gpushare_stack.deviceplugin.policy import COUNT_SOCKET, MEM_SOCKET, ReferenceDevicePlugin
+from gpushare_stack.deviceplugin.xids import XidWatcher
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,9 @@ class DevicePlugin:
         if not self.cards:
             raise DiscoveryError(f"gpushare: NVML reports no cards on node {node}")
         self.healthy: dict[str, bool] = {c.uuid: True for c in self.cards}
+        # Cards the driver reported a critical Xid for (UUID -> Xid): sick until restart.
+        self.xid_sick: dict[str, int] = {}
+        self._xid_news = threading.Event()
         self.alloc_lock = threading.Lock()
         self._progress: dict[str, set[int]] = {}
         self._stop = threading.Event()
@@ -112,9 +116,27 @@ class DevicePlugin:
         self.count = by_name.get(contract.RESOURCE_COUNT)
 
     # ---- health -------------------------------------------------------------
+    def on_xid(self, uuid: str, xid: int) -> None:
+        """An Xid event (from the watcher's thread): a critical one makes the card sick
+        at the next health poll, which comes at once."""
+        if not self.flavor.critical_xid(xid):
+            log.info("card %s: Xid %d, an application error; the card stays", uuid, xid)
+            return
+        log.warning("card %s: critical Xid %d; it leaves what the node advertises until restart", uuid, xid)
+        self.xid_sick.setdefault(uuid, xid)
+        self._xid_news.set()
+
+    def watch_xids(self) -> XidWatcher | None:
+        """Start watching the cards' Xid errors (NVML events) where the flavor watches health."""
+        if not self.flavor.watches_health:
+            return None
+        watcher = XidWatcher([c.uuid for c in self.cards], self.on_xid)
+        watcher.start()
+        return watcher
+
     def poll_health(self) -> bool:
-        """Re-read NVML; a card that is gone (or NVML failing) turns Unhealthy.
-        Returns whether anything changed."""
+        """Re-read NVML; a card that is gone (or NVML failing), or that had a critical
+        Xid, turns Unhealthy. Returns whether anything changed."""
         if not self.flavor.watches_health:
             return False
         try:
@@ -122,7 +144,7 @@ class DevicePlugin:
         except DiscoveryError as exc:
             log.error("%s; marking every card Unhealthy", exc)
             present = set()
-        new = {c.uuid: c.uuid in present for c in self.cards}
+        new = {c.uuid: c.uuid in present and c.uuid not in self.xid_sick for c in self.cards}
         if new == self.healthy:
             return False
         for uuid, ok in new.items():
@@ -248,6 +270,7 @@ class DevicePlugin:
         kubelet's socket appears or is recreated (a restarted kubelet wipes our sockets)."""
         registered: tuple[int, int] | None = None
         since_health = 0.0
+        watcher = self.watch_xids()
         while not self._stop.is_set():
             now = _socket_identity(self.kubelet_socket)
             if now is not None and now != registered:
@@ -260,8 +283,11 @@ class DevicePlugin:
                     registered = now
                 except grpc.RpcError as exc:
                     log.error("registration with %s failed: %s; retrying", self.kubelet_socket, exc)
-            if since_health >= self.health_interval_s:
+            if since_health >= self.health_interval_s or self._xid_news.is_set():
                 since_health = 0.0
+                self._xid_news.clear()
                 self.poll_health()
             self._stop.wait(self.kubelet_check_s)
             since_health += self.kubelet_check_s
+        if watcher is not None:
+            watcher.stop.set()

@@ -24,8 +24,16 @@ class ReferenceDevicePlugin:
     """What the device plugin advertises, publishes on its node, and gives a container."""
 
     name = contract.REFERENCE_FLAVOR
-    # Whether the plugin re-reads NVML and stops advertising a card that is gone.
+    # Whether the plugin re-reads NVML and stops advertising a card that is gone, or
+    # that the driver reported a critical Xid error for.
     watches_health = True
+
+    def critical_xid(self, xid: int) -> bool:
+        """Whether an Xid error means the card itself is sick (not one application's
+        bad work), so that it leaves what the node advertises until the plugin restarts."""
+        from gpushare_stack.deviceplugin.xids import APPLICATION_XIDS
+
+        return xid not in APPLICATION_XIDS
 
     def registered_line(self, resource: str, endpoint: str, kubelet_socket: str) -> str:
         """What the plugin logs once the kubelet took its registration."""

@@ -9,6 +9,8 @@
  *       uuid: GPU-...                # optional
  *       pci_bus_id: 00000000:00:07.0 # optional
  *       lost: true                   # optional: fallen off the bus (NVML_ERROR_GPU_IS_LOST)
+ *       xid: 48                      # optional: the card's last Xid error (0: none; a change
+ *                                    # is an nvmlEventTypeXidCriticalError event)
  *     - model: A100-SXM4-40GB        # a profile of gpu-models.yaml; fields override it
  *
  * Anything else is an error that names the file, line and field, never a silent
@@ -123,9 +125,9 @@ static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g
         if (r < 0) return -1;
         if (r > 0) continue;
         if (strcmp(key, "model") != 0 && strcmp(key, "uuid") != 0 && strcmp(key, "pci_bus_id") != 0 &&
-            strcmp(key, "lost") != 0)
+            strcmp(key, "lost") != 0 && strcmp(key, "xid") != 0)
             return fail(c->err, c->errlen, c->path, inv_line(yaml_document_get_node(c->doc, p->key)),
-                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id, lost or a profile field: %s)", ctx,
+                        "%s: unknown key '%s' (expected model, uuid, pci_bus_id, lost, xid or a profile field: %s)", ctx,
                         key, model_field_names());
         const char *value = inv_scalar(vn);
         if (!value) return fail(c->err, c->errlen, c->path, line, "%s.%s: expected a single value", ctx, key);
@@ -146,6 +148,12 @@ static int parse_card(pctx_t *c, yaml_node_t *item, unsigned int i, inv_gpu_t *g
             if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
                 return fail(c->err, c->errlen, c->path, line, "%s.lost: expected true or false, got '%s'", ctx, value);
             g->lost = strcmp(value, "true") == 0;
+        } else if (strcmp(key, "xid") == 0) {
+            size_t digits = strspn(value, "0123456789");
+            if (digits < 1 || digits > 3 || value[digits] != '\0')
+                return fail(c->err, c->errlen, c->path, line, "%s.xid: expected an Xid number 0-999, got '%s'", ctx,
+                            value);
+            g->xid = (unsigned int)atoi(value);
         }
     }
     *has_model = profile != NULL;

@@ -24,6 +24,7 @@ typedef struct {
     unsigned int physical_index;     /* index in the inventory file = minor number */
     gpu_model_t model;               /* the card's profile, inventory overrides applied */
     int lost;                        /* fallen off the bus: NVML counts it but gives no handle */
+    unsigned int xid;                /* the card's last Xid (0: none); a change raises an NVML event */
 } inv_gpu_t;
 
 typedef struct {

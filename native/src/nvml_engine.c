@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_process_table.h"
@@ -22,12 +23,30 @@ static nvmlReturn_t load_locked(void) {
     return NVML_SUCCESS;
 }
 
+/* A card falls off the bus for every process at once, as on a real node: a later init
+ * under a held reference (an event thread keeps one) takes the file's lost flags,
+ * while handles and the card list stay as the first init set them. */
+static void refresh_lost_locked(void) {
+    char err[INV_ERROR_LEN];
+    inventory_t *now = malloc(sizeof *now);
+    if (!now) return;
+    if (inventory_load_container_view(now, err, sizeof err) == 0 && now->gpu_count == g_view.gpu_count) {
+        int same = 1;
+        for (unsigned int i = 0; i < g_view.gpu_count && same; i++)
+            same = strcmp(now->gpus[i].uuid, g_view.gpus[i].uuid) == 0;
+        for (unsigned int i = 0; i < g_view.gpu_count && same; i++)
+            __atomic_store_n(&g_view.gpus[i].lost, now->gpus[i].lost, __ATOMIC_RELAXED);
+    }
+    free(now);
+}
+
 nvmlReturn_t nvml_engine_init(void) {
     nvmlReturn_t rc = NVML_SUCCESS;
     pthread_mutex_lock(&g_lock);
     /* Read the file again on every first reference: a long-lived process that inits
      * per poll (the device plugin) sees a card fall off the bus, or come back. */
     if (g_refcount == 0) rc = load_locked();
+    else refresh_lost_locked();
     if (rc == NVML_SUCCESS) __atomic_add_fetch(&g_refcount, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_lock);
     return rc;
@@ -40,6 +59,14 @@ nvmlReturn_t nvml_engine_shutdown(void) {
         rc = NVML_ERROR_UNINITIALIZED;
     else
         __atomic_sub_fetch(&g_refcount, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+int nvml_engine_read_now(inventory_t *now) {
+    char err[INV_ERROR_LEN];
+    pthread_mutex_lock(&g_lock); /* the parser's scratch space is shared */
+    int rc = inventory_load_container_view(now, err, sizeof err);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }

@@ -21,6 +21,10 @@ NVML_HIDDEN nvmlReturn_t nvml_engine_init(void);
 /* nvmlShutdown: drop a reference (UNINITIALIZED when there is none). */
 NVML_HIDDEN nvmlReturn_t nvml_engine_shutdown(void);
 
+/* The inventory file's container view as it reads now (events follow it at run time);
+ * -1 when it cannot be read. */
+NVML_HIDDEN int nvml_engine_read_now(inventory_t *now);
+
 NVML_HIDDEN int nvml_initialised(void);
 /* The container view (valid while initialised). */
 NVML_HIDDEN const inventory_t *nvml_view(void);

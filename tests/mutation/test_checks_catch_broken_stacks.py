@@ -259,6 +259,17 @@ CASES = [
         control=f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
     ),
     Case(
+        faults.IGNORES_XIDS,
+        "gpushare-device-plugin",
+        {
+            # The device plugin takes every Xid for an application's: a card with a
+            # double-bit ECC error stays Healthy, so the node goes on advertising it.
+            f"{SICK_CARD}::test_a_card_with_a_critical_xid_leaves_the_node_and_gets_no_pod": r"xid_card_not_advertised: advertised by \S+ as before Xid 48 on card \d+, \d+ s on.*aliyun\.com/gpu-mem",
+        },
+        # A card that falls off the bus still leaves: only the Xid is ignored.
+        control=f"{SICK_CARD}::test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod",
+    ),
+    Case(
         faults.SCHEDULE_NOTHING,
         "gpushare-extender",
         {

@@ -365,6 +365,7 @@ def render(path: Path) -> list[dict]:
         (faults.SHARED_ACCOUNTING, "DaemonSet", "gpushare-device-plugin"),
         (faults.BLIND_TO_HEALTH, "DaemonSet", "gpushare-device-plugin"),
         (faults.ISOLATION_FILES_WRITABLE, "DaemonSet", "gpushare-device-plugin"),
+        (faults.IGNORES_XIDS, "DaemonSet", "gpushare-device-plugin"),
         (faults.TWINS_AT_ONCE, "Deployment", "gpushare-extender"),
         (faults.STALE_VIEW, "Deployment", "gpushare-extender"),
         (faults.CARDS_ACROSS_NODES, "Deployment", "gpushare-extender"),

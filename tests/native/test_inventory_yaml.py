@@ -253,6 +253,18 @@ BAD = [
     ),
     ('driver_version: "470"\ngpus:\n  - {model: T4, lost: [true]}\n', ":3: gpus[0].lost: expected a single value"),
     (
+        'driver_version: "470"\ngpus:\n  - {model: T4, xid: -48}\n',
+        ":3: gpus[0].xid: expected an Xid number 0-999, got '-48'",
+    ),
+    (
+        'driver_version: "470"\ngpus:\n  - {model: T4, xid: 1000}\n',
+        ":3: gpus[0].xid: expected an Xid number 0-999, got '1000'",
+    ),
+    (
+        'driver_version: "470"\ngpus:\n  - {model: T4, xid: ecc}\n',
+        ":3: gpus[0].xid: expected an Xid number 0-999, got 'ecc'",
+    ),
+    (
         'driver_version: "470"\ngpus:\n  - {model: T4, architecture: fermi}\n',
         ":3: gpus[0].architecture: expected one of kepler, maxwell, pascal, volta, turing, ampere, ada, hopper, "
         "blackwell, got 'fermi'",

@@ -432,7 +432,7 @@ rewrite("lost")
 out.append(poll())
 rewrite("back")
 out.append(poll())
-pynvml.nvmlInit()  # a reference held across the rewrite keeps the view it loaded
+pynvml.nvmlInit()  # a reference held across the rewrite keeps its cards, and sees one fall off the bus
 rewrite("lost")
 out.append(poll())
 pynvml.nvmlShutdown()
@@ -450,5 +450,83 @@ def test_each_first_init_rereads_the_inventory(env):
     out = run([PYTHON, "-c", POLLS, env["GPUSHARE_MOCK_INVENTORY"], json.dumps(texts)], env)
     assert out.returncode == 0, out.stderr
     ok, lost = ["ok"] * 4, ["ok", "lost", "ok", "ok"]
-    assert json.loads(out.stdout) == [ok, lost, ok, ok, lost, "NVMLError_DriverNotLoaded", ok]
+    assert json.loads(out.stdout) == [ok, lost, ok, lost, lost, "NVMLError_DriverNotLoaded", ok]
     assert "gpushare-mock-nvml: " in out.stderr and "YAML syntax error" in out.stderr
+
+
+XID_EVENTS = r"""
+import ctypes, json, sys, time
+from pathlib import Path
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+class EventData(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_void_p), ("eventType", ctypes.c_ulonglong), ("eventData", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+inventory = Path(sys.argv[1])
+base = 'driver_version: "535.104.05"\ngpus:\n' + "  - model: T4\n" * 4
+def card_xid(card, xid):
+    lines = base.splitlines()
+    lines.insert(2 + card + 1, f"    xid: {xid}")
+    inventory.write_text("\n".join(lines) + "\n")
+inventory.write_text(base)
+lib.nvmlInit_v2()
+h = [ctypes.c_void_p() for _ in range(4)]
+for i in range(4):
+    lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h[i]))
+XID, PSTATE = ctypes.c_ulonglong(0x8), ctypes.c_ulonglong(0x4)
+card_xid(2, 79)  # already there when the sets register: old news
+a, b, other = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+for s in (a, b, other):
+    lib.nvmlEventSetCreate(ctypes.byref(s))
+for i in range(4):
+    lib.nvmlDeviceRegisterEvents(h[i], XID, a)
+lib.nvmlDeviceRegisterEvents(h[1], XID, b)
+lib.nvmlDeviceRegisterEvents(h[1], PSTATE, other)
+def wait(s, ms):
+    d = EventData()
+    t = time.monotonic()
+    rc = lib.nvmlEventSetWait_v2(s, ctypes.byref(d), ms)
+    card = next((i for i in range(4) if h[i].value == d.device), None)
+    return {"rc": rc, "s": time.monotonic() - t, "card": card, "type": d.eventType, "xid": d.eventData,
+            "gi": d.gpuInstanceId, "ci": d.computeInstanceId}
+out = {"old_news": wait(a, 200)}
+card_xid(1, 48)
+out["a"], out["a_again"] = wait(a, 2000), wait(a, 200)
+out["b"], out["other"] = wait(b, 2000), wait(other, 300)
+card_xid(1, 43)
+out["a_43"] = wait(a, 2000)
+inventory.write_text(base)  # cleared: nothing to report
+out["cleared"] = wait(a, 300)
+card_xid(1, 48)
+out["again_48"] = wait(a, 0)  # already there: a zero timeout still delivers it
+t = time.monotonic()
+import threading
+threading.Timer(0.5, lambda: card_xid(3, 31)).start()
+out["waiting"] = wait(a, 5000)
+print(json.dumps(out))
+"""
+
+
+def test_an_xid_in_the_inventory_reaches_every_set_registered_for_it_once(env):
+    """A change of a card's ``xid:`` is one nvmlEventTypeXidCriticalError event per set
+    registered for it on that card, with that card's handle and the Xid, as the real
+    driver reports an Xid; old news, a cleared Xid and other sets get nothing."""
+    out = py(env, XID_EVENTS.replace("sys.argv[1]", repr(env["GPUSHARE_MOCK_INVENTORY"])))
+    timeout = 10  # NVML_ERROR_TIMEOUT
+    assert out["old_news"]["rc"] == timeout and out["old_news"]["s"] >= 0.18
+    assert {k: out["a"][k] for k in ("rc", "card", "type", "xid", "gi", "ci")} == {
+        "rc": 0,
+        "card": 1,
+        "type": 0x8,
+        "xid": 48,
+        "gi": 0xFFFFFFFF,
+        "ci": 0xFFFFFFFF,
+    }
+    assert out["a"]["s"] < 1  # delivered as it happens, not at the timeout
+    assert out["a_again"]["rc"] == timeout  # once per change
+    assert (out["b"]["rc"], out["b"]["card"], out["b"]["xid"]) == (0, 1, 48)
+    assert out["other"]["rc"] == timeout  # registered for P-state changes only
+    assert (out["a_43"]["rc"], out["a_43"]["card"], out["a_43"]["xid"]) == (0, 1, 43)
+    assert out["cleared"]["rc"] == timeout
+    assert (out["again_48"]["rc"], out["again_48"]["xid"]) == (0, 48)
+    w = out["waiting"]
+    assert (w["rc"], w["card"], w["xid"]) == (0, 3, 31) and 0.4 <= w["s"] < 2  # raised mid-wait

@@ -21,6 +21,7 @@ from gpushare_conformance.summary import (
 
 ADVERTISES = "conformance/test_isolation.py::test_node_advertising_matches_nvml_inventory"
 SICK = "conformance/test_sick_card.py::test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod"
+XID = "conformance/test_sick_card.py::test_a_card_with_a_critical_xid_leaves_the_node_and_gets_no_pod"
 BIND = "conformance/test_bypass.py::test_a_pod_cannot_bind_pods_through_the_extender"
 RESTART = "conformance/test_lifecycle.py::test_restarting_a_component_loses_no_allocation_and_double_books_nothing"
 SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
@@ -51,8 +52,15 @@ def test_a_rule_whose_deciding_check_could_not_run_is_not_judged_whatever_the_ot
     absent = _lines(_advertised(), {ADVERTISES: CheckOutcome("passed")})
     assert absent["node_advertises"].status == NOT_RUN and "did not run" in absent["node_advertises"].figure
     # Run and passed: PASS; a failure of any check still fails the rule.
-    both = _lines(_advertised(), {ADVERTISES: CheckOutcome("passed"), SICK: CheckOutcome("passed")})
+    passed = CheckOutcome("passed")
+    both = _lines(_advertised(), {ADVERTISES: passed, SICK: passed, XID: passed})
     assert both["node_advertises"].status == PASS
+    # The lost card alone does not decide it: a card with a critical Xid must leave too.
+    no_xid = _lines(_advertised(), {ADVERTISES: passed, SICK: passed})
+    assert (
+        no_xid["node_advertises"].status == NOT_RUN
+        and "test_a_card_with_a_critical_xid" in no_xid["node_advertises"].figure
+    )
     failed = _lines(_advertised(False), {ADVERTISES: CheckOutcome("failed", "x"), SICK: CheckOutcome("skipped", "y")})
     assert failed["node_advertises"].status == FAIL
 
@@ -95,7 +103,12 @@ def test_not_judged_rules_are_shown_with_their_reason_and_counted_in_the_headlin
     unreached = VerdictRecord(BIND, "victim_unbound", "-", "x", True, kind="not_judged", detail="nothing answered")
     result = VerdictFile(
         [*_advertised(), unreached],
-        {ADVERTISES: CheckOutcome("passed"), BIND: CheckOutcome("skipped", "not judged"), SICK: CheckOutcome("passed")},
+        {
+            ADVERTISES: CheckOutcome("passed"),
+            BIND: CheckOutcome("skipped", "not judged"),
+            SICK: CheckOutcome("passed"),
+            XID: CheckOutcome("passed"),
+        },
         FACTS,
     )
     text = render_text(result, width=None)

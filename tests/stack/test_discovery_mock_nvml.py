@@ -106,3 +106,65 @@ def test_a_card_nvml_calls_lost_turns_unhealthy_alone_and_comes_back(tmp_path):
     assert result["lost"] == [True, {v100a: True, v100b: True, t4: False}], out.stderr
     assert "GPU is lost" in out.stderr, "the plugin says why the card is left out"
     assert result["back"] == [True, {v100a: True, v100b: True, t4: True}]
+
+
+XID_SCRIPT = r"""
+import json, logging, sys, time
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+from gpushare_doubles import registry
+from gpushare_stack.deviceplugin.discovery import discover
+from gpushare_stack.deviceplugin.plugin import DevicePlugin
+
+inventory, fault = sys.argv[1], sys.argv[2] or None
+plugin = DevicePlugin("node-1", discover, kube=None, socket_dir="/nonexistent",
+                      flavor=registry.device_plugin(fault=fault))
+watcher = plugin.watch_xids()
+assert watcher.ready.wait(10)
+text = open(inventory).read()
+def xids(v100b, t4):
+    with open(inventory, "r+") as f:  # in place, as the suite's sick-card check writes it
+        f.write(text.replace("  - name: Tesla T4\n", f"  - name: Tesla T4\n    xid: {t4}\n", 1)
+                    .replace("memory_mib: 16160\n  - name: Tesla T4", f"memory_mib: 16160\n    xid: {v100b}\n  - name: Tesla T4", 1))
+        f.truncate()
+def settle():
+    time.sleep(1.5)  # the mock delivers within 50 ms; the watcher waits 1 s at a time
+    return plugin.poll_health(), dict(plugin.healthy)
+xids(43, 0)  # an application's error on the second V100
+app = settle()
+xids(43, 48)  # double-bit ECC on the T4
+critical = settle()
+xids(0, 0)
+cleared = settle()
+watcher.stop.set()
+print(json.dumps({"uuids": [c.uuid for c in plugin.cards], "app": app, "critical": critical,
+                  "cleared": cleared, "sick": plugin.xid_sick}))
+"""
+
+
+@pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
+@pytest.mark.parametrize("fault", ["", "ignores-xids"])
+def test_a_critical_xid_turns_its_card_unhealthy_until_restart_an_application_one_does_not(tmp_path, fault):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(INVENTORY)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(MOCK_NVML.parent), "GPUSHARE_MOCK_INVENTORY": str(inventory)}
+    out = subprocess.run(
+        [sys.executable, "-c", XID_SCRIPT, str(inventory), fault],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    v100a, v100b, t4 = result["uuids"]
+    everyone = {v100a: True, v100b: True, t4: True}
+    assert result["app"] == [False, everyone], out.stderr
+    if fault:
+        assert result["critical"] == [False, everyone] and result["sick"] == {}, out.stderr
+        assert "FAULT INJECTED: ignores-xids: Xid 48" in out.stderr
+    else:
+        assert result["critical"] == [True, {**everyone, t4: False}], out.stderr
+        assert result["cleared"] == [False, {**everyone, t4: False}], "sick until the plugin restarts"
+        assert result["sick"] == {t4: 48}
+        assert f"card {t4}: critical Xid 48" in out.stderr and f"card {v100b}: Xid 43" in out.stderr

@@ -57,3 +57,18 @@ def test_shorter_text_leaves_no_tail_of_the_longer(tmp_path):
     path.write_text("a: 1\n" * 10)
     mockgpu.write_in_place(path, "b: 2\n")
     assert path.read_text() == "b: 2\n"
+
+
+def test_xids_are_raised_inside_and_the_exact_text_comes_back(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(INVENTORY)
+    inode = os.stat(path).st_ino
+    with mockgpu.card_xids(path) as raise_xids:
+        raise_xids({0: 48})
+        assert [g["xid"] for g in load_inventory(path)["gpus"]] == [48, 0]
+        raise_xids({0: 48, 1: 43})  # each call starts from the original text
+        assert [g["xid"] for g in load_inventory(path)["gpus"]] == [48, 43]
+        with pytest.raises(mockgpu.MockGpuError, match=r"no card 2 to raise an Xid on \(gpus lists 2\)"):
+            raise_xids({2: 48})
+        assert os.stat(path).st_ino == inode
+    assert path.read_text() == INVENTORY and os.stat(path).st_ino == inode
