@@ -15,7 +15,12 @@ from gpushare_conformance.report import VERDICTS_FILE, VerdictFile, read_verdict
 from gpushare_conformance.summary import RuleLine, build_summary
 
 # What only a second GPU node could show; anything else skipped is a defect of the suite.
-CLUSTER_LACKS = re.compile(r"two or more GPU nodes|a mock GPU node whose driver the suite can reach")
+# What a cluster may lack for a check to judge (the reason the check gives): a second GPU
+# node, a mock node the suite can reach, a way for a pod to be given a dead process's pid
+# (user and PID namespaces for the pod, or a pid_max small enough to cycle).
+CLUSTER_LACKS = re.compile(
+    r"two or more GPU nodes|a mock GPU node whose driver the suite can reach|no process could be given a dead one's pid"
+)
 # A check that failed on a Python error rather than on evidence.
 EXCEPTION = re.compile(r"\b(ProfileError|KeyError|TypeError|AttributeError|IndexError|ValueError|Traceback)\b")
 CHILD_TIMEOUT_S = 1500

@@ -11,6 +11,7 @@ import threading
 
 from gpushare_stack import contract, kubeclient, variants
 from gpushare_stack.deviceplugin.discovery import DiscoveryError, discover
+from gpushare_stack.deviceplugin.xids import XidWatcher
 from gpushare_stack.dra import kubelet_plugin
 from gpushare_stack.dra.edits import DRA_DIR, Preparer
 from gpushare_stack.dra.kube import DraKubeAccess
@@ -109,15 +110,31 @@ def main(argv: list[str] | None = None) -> int:
     )
     server, _ = kubelet_plugin.serve(plugin, args.registry_dir, args.plugins_dir)
     publisher = SlicePublisher(api.resource, args.node_name, args.driver, capacity_gib=policy.capacity_gib())
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop, news = threading.Event(), threading.Event()
+    sick: dict[str, int] = {}  # card UUID -> the critical Xid that took it out of the pool
+
+    def on_xid(uuid: str, xid: int) -> None:
+        if not policy.critical_xid(xid):
+            log.info("card %s: Xid %d, an application error; the card stays", uuid, xid)
+            return
+        log.warning("card %s: critical Xid %d; it leaves the pool until restart", uuid, xid)
+        sick.setdefault(uuid, xid)
+        news.set()
+
+    def on_term(*_: object) -> None:
+        stop.set()
+        news.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    XidWatcher([c.uuid for c in cards], on_xid).start()
     log.info("serving DRA driver %s on node %s (%d cards)", args.driver, args.node_name, len(cards))
     while not stop.is_set():
         try:
-            publisher.publish(discover())
+            publisher.publish([c for c in discover() if c.uuid not in sick])
         except Exception as exc:  # the API or NVML briefly away: try again next round
             log.warning("publishing the node's slice failed: %s", exc)
-        stop.wait(args.publish_interval)
+        news.wait(args.publish_interval)
+        news.clear()
     server.stop(grace=5).wait()
     return 0
 
