@@ -25,7 +25,7 @@ import re
 import pytest
 from judged_runs import assert_evidence_only, run_suite, table
 
-from gpushare_conformance.summary import FAIL, INFO, OPEN, PASS, conformance_line
+from gpushare_conformance.summary import FAIL, INFO, NA, OPEN, PASS, conformance_line
 
 pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
 
@@ -77,6 +77,7 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert lines["card_count"].figure.startswith("1 card(s) visible, 2 expected"), lines["card_count"].figure
     assert lines["multi_gpu_share"].figure.startswith("1 card x ") and PHYSICAL_MIB in lines["multi_gpu_share"].figure
     assert lines["compute_shared"].status == INFO
+    assert lines["dra_consumable_capacity"].status == NA, lines["dra_consumable_capacity"]
     # Found at its Service (12345, node port 32766), not at an address the profile assumed.
     bind = lines["hostile_extender"]
     assert bind.status == FAIL and not bind.known_gap, (bind.status, bind.figure)
@@ -110,7 +111,9 @@ def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_i
     switch("hami-like")
     child, result = run_suite(cluster, tmp_path, "hami")
     lines = table(result)
-    failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO)}
+    failed = {r: line.figure for r, line in lines.items() if line.status not in (PASS, INFO, NA)}
+    # It allocates through the device plugin API, not DRA: DRA's own promises do not apply.
+    assert lines["dra_consumable_capacity"].status == NA, lines["dra_consumable_capacity"]
     hostile = {
         "hostile_environment",
         "hostile_accounting",
