@@ -1,10 +1,11 @@
 """The whole suite on a multi-node kind cluster built on this machine.
 
-Runs, as a user would, ``pytest conformance --gpushare-cluster kind`` in a child process: the
+Runs, as a user would, ``pytest conformance --gpushare-cluster kind`` in child processes
+(the two-GPU-node checks first, then the rest on four pytest-xdist workers): the
 real kind binary (``ci/kind/build-kind.sh``) creates a control plane and two GPU
 workers (4 x V100-SXM2-16GB and 2 x T4, mock driver) from the node image this project
 builds (``gpushare-conformance images build --kind-node``), in Docker started by
-``ci/docker-service.sh``. The child must pass. Then, on the same cluster, the one
+``ci/docker-service.sh``. The children must pass. Then, on the same cluster, the one
 mutation case that needs two GPU nodes (the extender's ``cards-across-nodes`` fault)
 must be caught by the multi-node check (tests/mutation, in a child with
 ``--gpushare-cluster kind``), and afterwards ``kind get clusters`` must not list the cluster and no
@@ -93,12 +94,17 @@ def kind_cluster_name(docker_daemon, kind_binary):
         _run([kind_binary, "delete", "cluster", "--name", CLUSTER], timeout=300)
 
 
-def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binary, tmp_path, record_property):
-    child = [
+MULTINODE = "conformance/test_multinode.py"
+
+
+def _conformance_child(kind_binary: str, out: Path, *selection: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """``pytest <selection> --gpushare-cluster kind`` in a child, the cluster kept up."""
+    junit = out / "junit.xml"
+    argv = [
         sys.executable,
         "-m",
         "pytest",
-        "conformance",
+        *selection,
         "-q",
         "-p",
         "no:cacheprovider",
@@ -108,11 +114,19 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
         kind_binary,
         "--gpushare-keep-cluster-up",
         "--gpushare-report-dir",
-        str(tmp_path / "reports"),
+        str(out / "reports"),
         "--junitxml",
-        str(tmp_path / "junit.xml"),
+        str(junit),
     ]
-    result = _pytest_child(child)
+    return _pytest_child(argv), junit
+
+
+def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binary, tmp_path, record_property):
+    """First the two-GPU-node checks in one process (it creates the cluster and deploys
+    the stack, its progress on the terminal), then every other check on four workers on
+    that cluster, as ``gpushare-conformance run --cluster kind`` runs them."""
+    (first := tmp_path / "multinode").mkdir()
+    result, junit = _conformance_child(kind_binary, first, MULTINODE)
     tail = result.stdout[-6000:]
     ready = re.search(r"kind: (\d+) nodes Ready ([\d.]+)s after `kind create cluster` started", result.stdout)
     if ready:
@@ -120,14 +134,23 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
         record_property("kind_create_to_ready_s", ready.group(2))
     assert ready and ready.group(1) == "3", f"the kind cluster did not come up with 3 Ready nodes:\n{tail}"
     assert re.search(r"advertise aliyun\.com/gpu-mem", result.stdout), f"no GPU worker advertised memory:\n{tail}"
-    suite, counts = _junit_counts(tmp_path / "junit.xml")
+    suite, counts = _junit_counts(junit)
+    assert result.returncode == 0 and counts["failures"] == counts["errors"] == 0, f"{counts}\n{tail}"
+    ran = [c.get("name") for c in suite.iter("testcase") if c.find("skipped") is None]
+    assert len(ran) == 2, f"the two-GPU-node checks did not both run on kind: {ran}\n{tail}"
+
+    (rest := tmp_path / "parallel").mkdir()
+    result, junit = _conformance_child(kind_binary, rest, "conformance", "--ignore", MULTINODE, "-n", "4")
+    tail = result.stdout[-6000:]
+    suite, counts = _junit_counts(junit)
     record_property("kind_suite_counts", str(counts))
-    print(f"kind suite: {counts}; create to Ready {ready.group(2)} s")
+    print(f"kind suite: {counts} besides the two-node checks; create to Ready {ready.group(2)} s")
     assert result.returncode == 0 and counts["failures"] == counts["errors"] == 0, f"{counts}\n{tail}"
     assert counts["tests"] - counts["skipped"] > 10, f"too few checks ran on kind: {counts}\n{tail}"
-    multinode = [c for c in suite.iter("testcase") if c.get("classname", "").endswith("test_multinode")]
-    ran = [c.get("name") for c in multinode if c.find("skipped") is None]
-    assert len(ran) == 2, f"the two-GPU-node checks did not both run on kind: {ran}\n{tail}"
+    placed = [
+        c for c in suite.iter("testcase") if any(p.get("name") == "gpushare.placement" for p in c.iter("property"))
+    ]
+    assert len(placed) > 10, f"checks without a placement: {len(placed)} placed\n{tail}"
 
 
 def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_binary, tmp_path):

@@ -5,7 +5,7 @@ Each case applies ``manifests/overlays/faults/<fault>`` (the mock stack plus one
 ``--fault`` flag, see ``gpushare_doubles/faults.py``) on the session's cluster (local,
 or kind for the case that needs two GPU nodes: tests/kind runs it there),
 runs the chosen checks in a child pytest (as a user would), reads its JUnit XML, and
-always puts the sound stack back afterwards, also when the case fails. A control
+puts the sound stack back once the cases are done, also when one fails. A control
 check that the fault does not touch must still pass, so a stack broken everywhere
 (or a check failing for an unrelated reason) does not count as caught.
 
@@ -370,21 +370,33 @@ def component_log(kube: Kube, component: str) -> str:
     return stack.component_log(kube, NAMESPACE, f"app={component}")
 
 
+@pytest.fixture(scope="module")
+def sound_stack_at_the_end(kube):
+    """The sound stack comes back once this module's cases are done, also when one
+    failed. Each fault overlay is the whole mock stack with one flag, so a case's
+    overlay replaces the last case's fault in the same rollout: no sound stack is
+    rolled out in between."""
+    faulted: list[str] = []
+    try:
+        yield faulted
+    finally:
+        if faulted:
+            apply_stack(kube, deploy.MOCK_OVERLAY)
+
+
 @pytest.fixture
-def faulty_stack(kube, suite_options, request, placement):
-    """Deploy the fault overlay named by the case; the sound stack comes back after."""
+def faulty_stack(kube, suite_options, placement, sound_stack_at_the_end):
+    """Deploy the fault overlay named by the case (while the case holds the cluster)."""
     if suite_options.cluster not in ("local", "kind"):
         pytest.skip(
             f"the fault overlays build on the mock stack of --gpushare-cluster local or kind, not {suite_options.cluster}"
         )
 
     def deploy_fault(fault: str) -> None:
+        sound_stack_at_the_end.append(fault)
         apply_stack(kube, FAULT_OVERLAYS / fault)
 
-    try:
-        yield deploy_fault
-    finally:
-        apply_stack(kube, deploy.MOCK_OVERLAY)
+    return deploy_fault
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.fault for c in CASES])
@@ -405,11 +417,14 @@ def test_checks_fail_on_a_stack_with_the_fault(
     )
 
     checks = [*case.must_fail, case.control]
+    # The checks run side by side where they can (placed on cards apart, as in a run).
+    workers = ["-n", str(len(checks))] if len(checks) > 1 else []
     argv = [
         sys.executable,
         "-m",
         "pytest",
         *checks,
+        *workers,
         "--gpushare-cluster",
         suite_options.cluster,
         "--gpushare-keep-cluster-up",

@@ -192,3 +192,10 @@ def test_without_the_doubles_a_program_runs_the_reference_and_refuses_variants(m
     assert parser.parse_args(["--flavor=reference"]).flavor == variants.REFERENCE
     with pytest.raises(SystemExit):
         parser.parse_args(["--flavor=hami-like"])
+
+
+def test_the_plugin_stays_thin():
+    """Hooks and fixtures that call the framework, at pytest-kind's scale: what grows
+    belongs in fixtures/framework/ or the providers, where it works without pytest."""
+    lines = (REPO / "fixtures" / "plugin.py").read_text().count("\n")
+    assert lines < 300, f"fixtures/plugin.py has {lines} lines"

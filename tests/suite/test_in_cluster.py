@@ -14,7 +14,7 @@ import yaml
 from gpushare_conformance.fixtures.options import OptionError, SuiteOptions
 from gpushare_conformance.fixtures.providers.existing import ExistingClusterError
 from gpushare_conformance.fixtures.providers.incluster import incluster_kubeconfig
-from gpushare_conformance.fixtures.selection import SelectionError, compile_pattern, selected, spec_text
+from gpushare_conformance.fixtures.selection import SelectionError, compile_pattern, selected, spec_text, split_items
 from gpushare_conformance.suiteimage import run as entry
 from gpushare_conformance.suiteimage.contract import ContractError, pytest_argv
 
@@ -45,6 +45,25 @@ def test_focus_and_skip_choose_checks_as_ginkgo_does(focus, skip, seed, advertis
 def test_a_focus_that_is_not_a_regex_names_the_option_and_value():
     with pytest.raises(SelectionError, match=r"--gpushare-skip: not a regular expression: '\[seed'"):
         compile_pattern("--gpushare-skip", "[seed")
+
+
+class _Item:
+    """What the selection reads of a pytest item: its node id and its markers' names."""
+
+    def __init__(self, nodeid: str, *markers: str) -> None:
+        self.nodeid, self.markers = nodeid, markers
+
+    def iter_markers(self):
+        return (type("Marker", (), {"name": m})() for m in self.markers)
+
+
+def test_split_items_keeps_what_the_focus_names_and_the_skip_leaves():
+    seed = _Item("conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards", "e2e", "seed")
+    smi = _Item("conformance/test_isolation.py::test_node_advertising_matches_nvml_inventory", "e2e", "isolation")
+    assert split_items([seed, smi], r"\[e2e\]", r"\[isolation\]") == ([seed], [smi])
+    assert split_items([seed, smi], None, None) == ([seed, smi], [])
+    with pytest.raises(SelectionError, match=r"--gpushare-focus: not a regular expression: '\('"):
+        split_items([seed], "(", None)
 
 
 def test_the_environment_becomes_the_pytest_command_line(tmp_path):
