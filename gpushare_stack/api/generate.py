@@ -36,7 +36,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-KUBELET_VERSION = "v0.34.4"
+KUBELET_VERSION = "v0.37.2"
 KUBELET_MODULE = Path(f"/root/go/pkg/mod/k8s.io/kubelet@{KUBELET_VERSION}")
 API_DIR = Path(__file__).resolve().parent
 REPO_ROOT = API_DIR.parent.parent
