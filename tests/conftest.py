@@ -1,5 +1,13 @@
-"""Fixtures of the tests that switch the local cluster's stack (tests/peers, tests/dra):
-the session's local provider and a way to switch its stack."""
+"""The test command's two streams, and the fixtures of the tests that switch the local
+cluster's stack (tests/peers, tests/dra): the session's local provider and a way to
+switch its stack.
+
+The README's test command runs on two pytest-xdist workers: every test of the session's
+local cluster is one unit of work, run in order by one worker (they share the cluster
+and restart, switch or fill it), and the whole suite on kind another; the other worker
+takes the kind cluster's and then every test that touches no cluster. So the kind run
+and the unit tests go on while the local cluster is busy. Without ``-n`` nothing changes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,48 @@ import pytest
 from gpushare_conformance.fixtures.framework import stacks
 from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
+
+LOCAL_CLUSTER, KIND_CLUSTER = "local-cluster", "kind-cluster"
+# Where the tests of each cluster live (paths from the repository root). A test that is
+# end-to-end or asks for the ``cluster`` fixture anywhere else is refused at collection.
+STREAMS = {
+    KIND_CLUSTER: ("tests/kind/test_kind_suite.py",),
+    LOCAL_CLUSTER: (
+        "tests/local/",
+        "tests/mutation/",
+        "tests/peers/",
+        "tests/dra/",
+        "tests/report/test_allure_html.py",
+    ),
+}
+
+
+def stream_of(nodeid: str) -> str | None:
+    """The cluster whose stream runs the test ``nodeid`` (None: any worker may run it)."""
+    path = nodeid.split("::", 1)[0]
+    return next((name for name, paths in STREAMS.items() if path.startswith(paths)), None)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under pytest-xdist: each cluster's tests are one unit of work, run in order by one
+    worker; every other test is a unit of its own (xdist's ``loadscope`` over these scopes,
+    the largest first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ClusterStreams(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return stream_of(nodeid) or nodeid
+
+    return ClusterStreams(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        on_a_cluster = item.get_closest_marker("e2e") is not None or "cluster" in getattr(item, "fixturenames", ())
+        if on_a_cluster and item.nodeid.startswith("tests/") and stream_of(item.nodeid) is None:
+            raise pytest.UsageError(
+                f"{item.nodeid} works on a cluster, but no stream of tests/conftest.py (STREAMS) runs its file"
+            )
 
 
 @pytest.fixture(scope="module")
