@@ -3,6 +3,7 @@ any order could reach, the replay on one and two nodes, and the soak's failure l
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,24 @@ def test_benchmark_help_explains_every_option(script):
     ).stdout
     for option in ("--workers", "--cluster"):
         assert option in out, f"{script} --help does not mention {option}:\n{out}"
+
+
+TEST_COMMAND_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="4" time="100.0">
+ <testcase classname="tests.peers.test_peer_verdicts" name="test_hami_like" time="60.0"/>
+ <testcase classname="tests.local.test_main_job" name="test_main_job" time="30.0"/>
+ <testcase classname="tests.kind.test_kind_suite" name="test_suite_on_kind" time="50.0"/>
+ <testcase classname="tests.stack.test_state" name="test_booking" time="5.0"/>
+</testsuite></testsuites>
+"""
+
+
+def test_where_time_goes_adds_up_folders_and_the_streams_of_the_test_command(tmp_path):
+    path = tmp_path / "junit.xml"
+    path.write_text(TEST_COMMAND_JUNIT)
+    argv = [sys.executable, str(BENCHMARKS / "where_time_goes.py"), str(path)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    assert "wall 100 s, serial 145 s, 4 tests" in out, out
+    assert re.search(r"tests/peers\s+1\s+60\s+41\.4%", out), out
+    for stream, seconds in (("local-cluster", 90), ("kind-cluster", 50), ("no cluster", 5)):
+        assert re.search(rf"{stream}\s+{seconds} s", out), out
