@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from gpushare_conformance.fixtures.framework import stacks
+from gpushare_conformance.fixtures.framework.ordering import uses_cluster
 from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 
@@ -53,7 +54,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        on_a_cluster = item.get_closest_marker("e2e") is not None or "cluster" in getattr(item, "fixturenames", ())
+        on_a_cluster = item.get_closest_marker("e2e") is not None or uses_cluster(item)
         if on_a_cluster and item.nodeid.startswith("tests/") and stream_of(item.nodeid) is None:
             raise pytest.UsageError(
                 f"{item.nodeid} works on a cluster, but no stream of tests/conftest.py (STREAMS) runs its file"
