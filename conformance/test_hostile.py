@@ -142,7 +142,7 @@ n=$1; shift
 for i in $(seq 1 "$n"); do
   ( "$@" > /tmp/ctx$i.log 2>&1 & echo $! > /tmp/ctx$i.pid; wait ) > /dev/null 2>&1 &
   for t in $(seq 1 100); do
-    grep -qE "allocated|failed|error" /tmp/ctx$i.log 2>/dev/null && break
+    grep -qiE "allocated|failed|error" /tmp/ctx$i.log 2>/dev/null && break
     sleep 0.1
   done
   echo "process $i: $(tail -n 1 /tmp/ctx$i.log)"

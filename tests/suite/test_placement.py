@@ -44,6 +44,23 @@ def test_exclusive_waits_for_everyone_and_holds_new_grants_back(tmp_path):
     assert ledger.try_acquire("later", Need(cards=1)) is not None
 
 
+def test_a_request_for_several_cards_is_not_overtaken_by_single_cards(tmp_path):
+    ledger = Ledger(tmp_path, {"gpu-a": 4})
+    assert ledger.try_acquire("one", Need(cards=1)) is not None
+    assert ledger.try_acquire("two-pods", Need(cards=ALL)) is None
+    assert ledger.try_acquire("grid-4", Need(cards=4)) is None
+    assert ledger.try_acquire("later", Need(cards=1)) is None, "a whole-node check queues: no new card grants"
+    assert ledger.try_acquire("reject", Need(cards=0)) is not None, "a check holding no card still runs"
+    ledger.release("one")
+    assert ledger.try_acquire("grid-4", Need(cards=4)) is None, "the older queued request goes first"
+    assert ledger.try_acquire("two-pods", Need(cards=ALL)).cards == 4
+    ledger.release("two-pods")
+    assert ledger.try_acquire("later", Need(cards=1)) is None, "grid-4 still queued before it"
+    assert ledger.try_acquire("grid-4", Need(cards=4)).cards == 4
+    ledger.release("grid-4")
+    assert ledger.try_acquire("later", Need(cards=1)) is not None
+
+
 def test_a_dead_holder_is_forgotten(tmp_path):
     child = subprocess.run(
         [
