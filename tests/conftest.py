@@ -4,9 +4,11 @@ switch its stack.
 
 The README's test command runs on two pytest-xdist workers: every test of the session's
 local cluster is one unit of work, run in order by one worker (they share the cluster
-and restart, switch or fill it), and the whole suite on kind another; the other worker
-takes the kind cluster's and then every test that touches no cluster. So the kind run
-and the unit tests go on while the local cluster is busy. Without ``-n`` nothing changes.
+and restart, switch or fill it), and the whole suite on kind another, followed on the
+same kind cluster by the mutation cases (RUN_BY_A_CHILD); the other worker takes the
+kind cluster's and then every test that touches no cluster. So the kind run, the
+mutation cases and the unit tests go on while the local cluster is busy. Without ``-n``
+nothing changes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ STREAMS = {
 }
 
 
+# What the test command leaves to a child of another test: the mutation cases run on the
+# kind cluster of tests/kind/test_kind_suite.py (after the suite, on the same cluster),
+# beside the local cluster's stream rather than after it. Named on the command line
+# (``pytest tests/mutation``) they run on the session's cluster as before.
+RUN_BY_A_CHILD = {"tests/mutation/test_checks_catch_broken_stacks.py": "tests/kind/test_kind_suite.py"}
+
+
 def stream_of(nodeid: str) -> str | None:
     """The cluster whose stream runs the test ``nodeid`` (None: any worker may run it)."""
     path = nodeid.split("::", 1)[0]
@@ -50,6 +59,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return stream_of(nodeid) or nodeid
 
     return ClusterStreams(config, log)
+
+
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    """The test command (pytest on its testpaths) leaves RUN_BY_A_CHILD to the tests that run them."""
+    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
+        return None
+    relative = (
+        collection_path.relative_to(config.rootpath).as_posix()
+        if collection_path.is_relative_to(config.rootpath)
+        else ""
+    )
+    return True if relative in RUN_BY_A_CHILD else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,11 +5,10 @@ Runs, as a user would, ``pytest conformance --gpushare-cluster kind`` in child p
 real kind binary (``ci/kind/build-kind.sh``) creates a control plane and two GPU
 workers (4 x V100-SXM2-16GB and 2 x T4, mock driver) from the node image this project
 builds (``gpushare-conformance images build --kind-node``), in Docker started by
-``ci/docker-service.sh``. The children must pass. Then, on the same cluster, the one
-mutation case that needs two GPU nodes (the extender's ``cards-across-nodes`` fault)
-must be caught by the multi-node check (tests/mutation, in a child with
-``--gpushare-cluster kind``), and afterwards ``kind get clusters`` must not list the cluster and no
-container of it may be left. Docker that cannot be started is a failure, not a skip.
+``ci/docker-service.sh``. The children must pass. Then, on the same cluster, every
+mutation case (tests/mutation, in a child with ``--gpushare-cluster kind``; the
+``cards-across-nodes`` fault needs its two GPU nodes) must be caught, and afterwards
+``kind get clusters`` must not list the cluster and no container of it may be left. Docker that cannot be started is a failure, not a skip.
 
     .venv/bin/python -m pytest tests/kind -q -p no:cacheprovider
 """
@@ -95,6 +94,8 @@ def kind_cluster_name(docker_daemon, kind_binary):
 
 
 MULTINODE = "conformance/test_multinode.py"
+MUTATION = "tests/mutation/test_checks_catch_broken_stacks.py"
+FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 
 
 def _conformance_child(kind_binary: str, out: Path, *selection: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -153,16 +154,17 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
     assert len(placed) > 10, f"checks without a placement: {len(placed)} placed\n{tail}"
 
 
-def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_binary, tmp_path):
-    """The mutation case that needs two GPU nodes, on the cluster the suite left up; the
-    child takes the cluster down at its end (no --gpushare-keep-cluster-up), as a user's run would."""
+def test_checks_catch_every_fault_on_kind(kind_cluster_name, kind_binary, tmp_path):
+    """Every mutation case (tests/mutation: a fault overlay, the checks it must fail,
+    a control), on the cluster the suite left up, the one that needs two GPU nodes
+    among them; the test command runs them here, beside the local cluster's stream
+    (tests/conftest.py, RUN_BY_A_CHILD). The child takes the cluster down at its end (no
+    --gpushare-keep-cluster-up), as a user's run would."""
     child = [
         sys.executable,
         "-m",
         "pytest",
-        "tests/mutation/test_checks_catch_broken_stacks.py",
-        "-k",
-        "cards-across-nodes",
+        MUTATION,
         "-q",
         "-s",
         "-p",
@@ -176,13 +178,17 @@ def test_checks_catch_cards_split_across_nodes_on_kind(kind_cluster_name, kind_b
     ]
     result = _pytest_child(child)
     tail = result.stdout[-6000:]
-    _, counts = _junit_counts(tmp_path / "junit.xml")
-    assert result.returncode == 0 and counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, (
-        f"the cards-across-nodes mutation case did not pass on kind: {counts}\n{tail}"
+    suite, counts = _junit_counts(tmp_path / "junit.xml")
+    # Every fault overlay but the DRA driver's (tests/dra) is a case, and every case ran.
+    overlays = sorted(p.name for p in FAULT_OVERLAYS.iterdir() if p.is_dir() and not p.name.startswith("dra-"))
+    ran = sorted(re.sub(r".*\[(.*)\]$", r"\1", c.get("name")) for c in suite.iter("testcase"))
+    assert ran == overlays, f"the mutation cases that ran are not the fault overlays: {ran} != {overlays}"
+    assert result.returncode == 0 and counts["failures"] == counts["errors"] == counts["skipped"] == 0, (
+        f"mutation cases on kind: {counts}\n{tail}"
     )
-    caught = re.search(r"--fault cards-across-nodes caught by (.*)", result.stdout)
-    assert caught, f"no check reported catching the fault:\n{tail}"
-    print(caught.group(0))
+    caught = sorted(set(re.findall(r"--fault (\S+) caught by ", result.stdout)))
+    assert caught == overlays, f"faults no check reported catching: {sorted(set(overlays) - set(caught))}\n{tail}"
+    print(f"{len(caught)} faults caught on kind")
     clusters = _run([kind_binary, "get", "clusters"]).stdout.split()
     assert CLUSTER not in clusters, f"kind still lists {CLUSTER} after the run: {clusters}"
     assert _cluster_containers() == [], f"containers of {CLUSTER} left: {_cluster_containers()}"

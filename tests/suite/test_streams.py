@@ -1,0 +1,53 @@
+"""The test command's streams (tests/conftest.py): which cluster runs each test, and what
+the test command leaves to a child of another test."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# tests/conftest.py by its path: ``conftest`` here is tests/suite's own.
+_spec = importlib.util.spec_from_file_location("tests_conftest", REPO / "tests" / "conftest.py")
+streams = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(streams)
+KIND_CLUSTER, LOCAL_CLUSTER, RUN_BY_A_CHILD, stream_of = (
+    streams.KIND_CLUSTER,
+    streams.LOCAL_CLUSTER,
+    streams.RUN_BY_A_CHILD,
+    streams.stream_of,
+)
+MUTATION = "tests/mutation/test_checks_catch_broken_stacks.py"
+
+
+def test_each_cluster_test_belongs_to_its_clusters_stream():
+    assert stream_of("tests/kind/test_kind_suite.py::test_suite_passes_on_kind_with_two_gpu_workers") == KIND_CLUSTER
+    assert stream_of("tests/peers/test_peer_verdicts.py::test_x") == LOCAL_CLUSTER
+    assert stream_of(f"{MUTATION}::test_checks_fail_on_a_stack_with_the_fault[no-isolation]") == LOCAL_CLUSTER
+    assert stream_of("tests/suite/test_placement.py::test_x") is None
+
+
+def _collected(*args: str) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+def test_the_test_command_leaves_the_mutation_cases_to_the_kind_run_and_a_named_path_keeps_them():
+    assert RUN_BY_A_CHILD == {MUTATION: "tests/kind/test_kind_suite.py"}
+    default = _collected()
+    assert default and not [n for n in default if n.startswith(MUTATION)], (
+        "the test command collected the mutation cases"
+    )
+    assert any(n.startswith("tests/kind/test_kind_suite.py::test_checks_catch_every_fault_on_kind") for n in default)
+    named = _collected("tests/mutation")
+    assert len([n for n in named if n.startswith(MUTATION)]) > 20, named[-5:]
