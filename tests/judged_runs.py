@@ -26,33 +26,29 @@ EXCEPTION = re.compile(r"\b(ProfileError|KeyError|TypeError|AttributeError|Index
 CHILD_TIMEOUT_S = 1500
 
 
-def run_suite(cluster, tmp_path, profile: str) -> tuple[subprocess.CompletedProcess, object]:
-    """``gpushare-conformance run`` against the running cluster, as a user would."""
-    report = tmp_path / f"report-{profile}"
-    argv = [
-        sys.executable,
-        "-m",
-        "gpushare_conformance",
-        "run",
-        "--cluster",
-        "existing",
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-        "--stack",
-        profile,
-        "--report-dir",
-        str(report),
-        "--",
-        "--gpushare-mock-nvml",
-        "-p",
-        "no:cacheprovider",
-    ]
+def run_cli(tmp_path: Path, name: str, run_args: list[str]) -> tuple[subprocess.CompletedProcess, VerdictFile, Path]:
+    """``gpushare-conformance run --report-dir <tmp_path>/report-<name> <run_args>`` in a
+    child, as a user runs it; its output printed, its verdicts and its report folder."""
+    report = tmp_path / f"report-{name}"
+    argv = [sys.executable, "-m", "gpushare_conformance", "run", "--report-dir", str(report), *run_args]
     env = {**os.environ, "COLUMNS": "160"}
     child = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
     print(child.stdout[-6000:])
     verdicts = report / VERDICTS_FILE
     assert verdicts.is_file(), f"no {verdicts}: exit {child.returncode}\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}"
-    return child, read_verdicts(verdicts)
+    return child, read_verdicts(verdicts), report
+
+
+def run_suite(cluster, tmp_path, profile: str) -> tuple[subprocess.CompletedProcess, VerdictFile]:
+    """The whole suite judging ``profile`` against the running cluster, through the
+    ``existing`` provider with mocked NVML, as docs/suite.md runs a peer stack."""
+    child, result, _ = run_cli(
+        tmp_path,
+        profile,
+        ["--cluster", "existing", "--kubeconfig", str(cluster.kubeconfig), "--stack", profile]
+        + ["--", "--gpushare-mock-nvml", "-p", "no:cacheprovider"],
+    )
+    return child, result
 
 
 def assert_evidence_only(result: VerdictFile, also_lacking: str | None = None) -> None:
@@ -86,6 +82,17 @@ def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
                 break
         outcomes[test_id] = (outcome, text)
     return outcomes
+
+
+def unplaced_checks(junit: ET.Element) -> list[str]:
+    """The checks of a run's JUnit that ran without a placement (every check of a
+    parallel run must ask for its cards: fixtures/framework/placement.py)."""
+    return [
+        case.get("name", "")
+        for case in junit.iter("testcase")
+        if case.find("skipped") is None
+        and not any(p.get("name") == "gpushare.placement" for p in case.iter("property"))
+    ]
 
 
 def assert_caught(

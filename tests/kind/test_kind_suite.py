@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from judged_runs import unplaced_checks
 
 pytestmark = [pytest.mark.e2e]
 
@@ -148,10 +149,8 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
     print(f"kind suite: {counts} besides the two-node checks; create to Ready {ready.group(2)} s")
     assert result.returncode == 0 and counts["failures"] == counts["errors"] == 0, f"{counts}\n{tail}"
     assert counts["tests"] - counts["skipped"] > 10, f"too few checks ran on kind: {counts}\n{tail}"
-    placed = [
-        c for c in suite.iter("testcase") if any(p.get("name") == "gpushare.placement" for p in c.iter("property"))
-    ]
-    assert len(placed) > 10, f"checks without a placement: {len(placed)} placed\n{tail}"
+    unplaced = unplaced_checks(suite)
+    assert not unplaced, f"checks run without a placement: {unplaced}\n{tail}"
 
 
 def test_checks_catch_every_fault_on_kind(kind_cluster_name, kind_binary, tmp_path):

@@ -11,15 +11,11 @@ holds the cluster to itself meanwhile.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from judged_runs import CHILD_TIMEOUT_S, assert_evidence_only, table
+from judged_runs import assert_evidence_only, run_cli, table, unplaced_checks
 
-from gpushare_conformance.report import VERDICTS_FILE, read_verdicts
 from gpushare_conformance.summary import INFO, NA, NOT_RUN, OPEN, PASS, SKIP, conformance_line
 
 pytestmark = [pytest.mark.e2e]
@@ -35,16 +31,7 @@ def test_the_main_job_passes_every_check_on_four_workers(cluster, placement, tmp
 
     apiserver = LocalProvider(state_dir=cluster.details["state_dir"]).procs.pid("kube-apiserver")
     assert apiserver
-    report = tmp_path / "report"
-    argv = [sys.executable, "-m", "gpushare_conformance", "run", "--cluster", "local", "--keep-cluster"]
-    argv += ["--workers", "4", "--report-dir", str(report)]
-    env = {**os.environ, "COLUMNS": "160"}
-    child = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
-    print(child.stdout[-6000:])
-    assert (report / VERDICTS_FILE).is_file(), (
-        f"exit {child.returncode}\n{child.stdout[-3000:]}\n{child.stderr[-3000:]}"
-    )
-    result = read_verdicts(report / VERDICTS_FILE)
+    child, result, report = run_cli(tmp_path, "main-job", ["--cluster", "local", "--keep-cluster", "--workers", "4"])
     assert_evidence_only(result)
     lines = table(result)
     broken = {r: (line.status, line.figure) for r, line in lines.items() if line.status not in (PASS, INFO, OPEN, NA)}
@@ -54,11 +41,10 @@ def test_the_main_job_passes_every_check_on_four_workers(cluster, placement, tmp
     assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-2000:]
     assert conformance_line(list(lines.values())).startswith("conforms to the seed: yes")
 
-    cases = [c for c in ET.parse(report / "junit.xml").iter("testcase") if c.find("skipped") is None]
+    junit = ET.parse(report / "junit.xml").getroot()
+    cases = [c for c in junit.iter("testcase") if c.find("skipped") is None]
     assert len(cases) > 40, f"only {len(cases)} checks ran"
-    unplaced = [
-        c.get("name") for c in cases if not any(p.get("name") == "gpushare.placement" for p in c.iter("property"))
-    ]
+    unplaced = unplaced_checks(junit)
     assert not unplaced, f"checks run without a placement: {unplaced}"
     # Verdicts come from every worker's reports, not from one process's memory.
     with_verdicts = {r.test.split("::")[-1].split("[")[0] for r in result.records}
