@@ -81,6 +81,8 @@ def pytest_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--gpushare-keep-cluster-up"]
     if args.kind_binary:
         argv += ["--gpushare-kind-binary", args.kind_binary]
+    if getattr(args, "kind_cluster", None):
+        argv += ["--gpushare-kind-cluster", args.kind_cluster]
     if getattr(args, "kubernetes_version", None):
         argv += ["--gpushare-kubernetes-version", args.kubernetes_version]
     if getattr(args, "image_registry", None):
@@ -270,6 +272,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="leave the local or kind cluster running afterwards (pytest: --gpushare-keep-cluster-up)",
     )
     parser.add_argument("--kind-binary", default=None, help="kind binary for --cluster kind (default: kind on PATH)")
+    parser.add_argument(
+        "--kind-cluster",
+        default=None,
+        metavar="NAME",
+        help="with --cluster kind: the kind cluster's name (default gpushare-conformance; pytest: --gpushare-kind-cluster)",
+    )
     parser.add_argument(
         "--image-registry",
         default=None,

@@ -18,6 +18,11 @@ def test_defaults_are_local_reference_mocked():
     assert o.provider_options() == {"inventory": None, "keep": False, "kubernetes_version": None}
 
 
+def test_a_kind_cluster_name_reaches_the_kind_provider():
+    assert opts(gpushare_cluster="kind", gpushare_kind_cluster="faults").provider_options()["cluster_name"] == "faults"
+    assert "cluster_name" not in opts(gpushare_cluster="kind").provider_options(), "the provider's default name"
+
+
 def test_the_dra_options_spell_another_drivers_claims():
     assert opts(gpushare_stack="dra").profile.dra.device_class == "gpu.gpushare.conformance.io"
     nvidia = opts(
@@ -58,6 +63,14 @@ def test_existing_defaults_to_real_gpus():
             r"--gpushare-kind-binary: '/nonexistent/kind'",
         ),
         ({"gpushare_kind_binary": "sh"}, r"--gpushare-kind-binary only applies to --gpushare-cluster kind"),
+        (
+            {"gpushare_kind_cluster": "faults"},
+            r"--gpushare-kind-cluster='faults' only applies to --gpushare-cluster kind",
+        ),
+        (
+            {"gpushare_cluster": "kind", "gpushare_kind_cluster": "Faults_1"},
+            r"--gpushare-kind-cluster='Faults_1': a kind cluster name is lower-case letters",
+        ),
         ({"gpushare_mock_inventory": "/nonexistent.yaml"}, r"--gpushare-mock-inventory: file not found"),
         (
             {"gpushare_dra_capacity": "memory"},
@@ -105,6 +118,7 @@ SUITE_OPTIONS = (
     "--gpushare-keep-cluster-up",
     "--gpushare-keep-namespaces",
     "--gpushare-kind-binary",
+    "--gpushare-kind-cluster",
     "--gpushare-kubectl-binary",
     "--gpushare-report-dir",
     "--gpushare-mock-nvml",
