@@ -461,6 +461,8 @@ def test_checks_fail_on_a_stack_with_the_fault(
         argv += ["--gpushare-mock-inventory", str(suite_options.mock_inventory)]
     if suite_options.kind_binary:
         argv += ["--gpushare-kind-binary", str(suite_options.kind_binary)]
+    if suite_options.kind_cluster:
+        argv += ["--gpushare-kind-cluster", suite_options.kind_cluster]
     child = subprocess.run(
         argv,
         cwd=REPO,
