@@ -84,6 +84,15 @@ def test_acquire_times_out_naming_who_holds_the_cards(tmp_path):
         ledger.acquire("waiter", Need(cards=1), timeout=0.3)
 
 
+def test_a_queued_wait_names_the_requests_queued_before_it(tmp_path):
+    ledger = Ledger(tmp_path, {"gpu-a": 2})
+    ledger.try_acquire("holder", Need(cards=1))
+    assert ledger.try_acquire("first", Need(cards=ALL)) is None
+    with pytest.raises(WaitTimeout, match=r"holder \(1 on gpu-a\); queued before it: first"):
+        ledger.acquire("second", Need(cards=ALL), timeout=0.3)
+    assert "second" not in ledger._read()["waiting_cards"], "a request that gave up leaves the queue"
+
+
 def _hammer(directory: str, name: str, rounds: int, out) -> None:
     ledger = Ledger(directory, {"gpu-a": 4})
     peak = 0
