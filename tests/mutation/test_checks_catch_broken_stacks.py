@@ -60,9 +60,6 @@ class Case:
     must_fail: dict[str, str]
     control: str
     gpu_nodes: int = 1  # GPU nodes the cluster needs for the checks to see the fault
-    # Named timeouts for the child (--gpushare-timeout): a check that fails by waiting out
-    # its window for something the faulty stack never does need not wait the default.
-    timeouts: tuple[str, ...] = ()
 
 
 CASES = [
@@ -261,9 +258,6 @@ CASES = [
         },
         # The node's advertising of its healthy cards is right.
         control=f"{ISOLATION}::test_node_advertising_matches_nvml_inventory",
-        # The sound device plugin drops a sick card within seconds (10 s here): 30 s of
-        # the card still advertised is the fault, and saves half of the default's wait.
-        timeouts=("card_health=30",),
     ),
     Case(
         faults.IGNORES_XIDS,
@@ -275,9 +269,6 @@ CASES = [
         },
         # A card that falls off the bus still leaves: only the Xid is ignored.
         control=f"{SICK_CARD}::test_a_card_that_falls_off_the_bus_leaves_the_node_and_gets_no_pod",
-        # The sound device plugin drops a sick card within seconds (10 s here): 30 s of
-        # the card still advertised is the fault, and saves half of the default's wait.
-        timeouts=("card_health=30",),
     ),
     Case(
         faults.SCHEDULE_NOTHING,
@@ -455,8 +446,6 @@ def test_checks_fail_on_a_stack_with_the_fault(
         "no:cacheprovider",
         "-q",
     ]
-    for timeout in case.timeouts:
-        argv += ["--gpushare-timeout", timeout]
     if suite_options.mock_inventory is not None:
         argv += ["--gpushare-mock-inventory", str(suite_options.mock_inventory)]
     if suite_options.kind_binary:
