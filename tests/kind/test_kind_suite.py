@@ -8,7 +8,8 @@ builds (``gpushare-conformance images build --kind-node``), in Docker started by
 ``ci/docker-service.sh``. The children must pass. Then, on the same cluster, every
 mutation case (tests/mutation, in a child with ``--gpushare-cluster kind``; the
 ``cards-across-nodes`` fault needs its two GPU nodes) must be caught, and afterwards
-``kind get clusters`` must not list the cluster and no container of it may be left. Docker that cannot be started is a failure, not a skip.
+``kind get clusters`` must not list the cluster and no container of it may be left.
+Docker that cannot be started is a failure, not a skip.
 
     .venv/bin/python -m pytest tests/kind -q -p no:cacheprovider
 """

@@ -366,18 +366,6 @@ def apply_stack(kube: Kube, overlay: Path) -> None:
     deploy.wait_gpu_nodes(kube, profile.node_resources[0], timeouts.stack_ready, progress=lambda _msg: None)
 
 
-def component_logs(kube: Kube, component: str) -> dict[str, str]:
-    """The log of each live pod of the component (not one still terminating from the
-    rollout): the extender's one, the device plugin's one per GPU node."""
-    logs = {}
-    for pod in stack.live_pods(kube, NAMESPACE, f"app={component}"):
-        name, containers = pod["metadata"]["name"], stack.plugin_containers(pod)
-        logs[name] = kube.kubectl(
-            "logs", name, "-n", NAMESPACE, "--tail=-1", *(["-c", containers[0]] if containers else [])
-        )
-    return logs
-
-
 @pytest.fixture(scope="module")
 def sound_stack_at_the_end(kube):
     """The sound stack comes back once this module's cases are done, also when one
@@ -419,7 +407,7 @@ def test_checks_fail_on_a_stack_with_the_fault(
             "(tests/kind runs this case on kind's two GPU workers)"
         )
     faulty_stack(case.fault)
-    logs = component_logs(kube, case.component)
+    logs = stack.component_logs(kube, NAMESPACE, f"app={case.component}")
     assert logs, f"no live pod of {case.component}"
     for pod, log in logs.items():
         assert f"FAULT INJECTED: {case.component} runs with --fault {case.fault}" in log, (
