@@ -105,6 +105,7 @@ class DevicePlugin:
         # Cards the driver reported a critical Xid for (UUID -> Xid): sick until restart.
         self.xid_sick: dict[str, int] = {}
         self._xid_news = threading.Event()
+        self._xid_watcher: XidWatcher | None = None
         self.alloc_lock = threading.Lock()
         self._progress: dict[str, set[int]] = {}
         self._stop = threading.Event()
@@ -132,20 +133,39 @@ class DevicePlugin:
             return None
         watcher = XidWatcher([c.uuid for c in self.cards], self.on_xid)
         watcher.start()
+        self._xid_watcher = watcher
         return watcher
+
+    def _join_new_cards(self, found: list[GpuCard]) -> bool:
+        """Cards NVML reports that this plugin has not seen (lost when it started, then
+        back) join what it advertises, their Xids watched too. Returns whether any did."""
+        known = {c.uuid for c in self.cards}
+        new = [c for c in found if c.uuid not in known]
+        if not new:
+            return False
+        for card in new:
+            log.warning("card %d (%s) is reachable now; it joins what the node advertises", card.index, card.uuid)
+        self.cards = sorted([*self.cards, *new], key=lambda c: c.index)
+        if self._xid_watcher is not None:
+            self._xid_watcher.stop.set()
+            self.watch_xids()
+        return True
 
     def poll_health(self) -> bool:
         """Re-read NVML; a card that is gone (or NVML failing), or that had a critical
-        Xid, turns Unhealthy. Returns whether anything changed."""
+        Xid, turns Unhealthy; a card it did not know (lost at start, then back) joins.
+        Returns whether anything changed."""
         if not self.flavor.watches_health:
             return False
         try:
-            present = {c.uuid for c in self._discover()}
+            found = self._discover()
         except DiscoveryError as exc:
             log.error("%s; marking every card Unhealthy", exc)
-            present = set()
+            found = []
+        joined = self._join_new_cards(found)
+        present = {c.uuid for c in found}
         new = {c.uuid: c.uuid in present and c.uuid not in self.xid_sick for c in self.cards}
-        if new == self.healthy:
+        if new == self.healthy and not joined:
             return False
         for uuid, ok in new.items():
             if ok != self.healthy.get(uuid):
@@ -270,7 +290,7 @@ class DevicePlugin:
         kubelet's socket appears or is recreated (a restarted kubelet wipes our sockets)."""
         registered: tuple[int, int] | None = None
         since_health = 0.0
-        watcher = self.watch_xids()
+        self.watch_xids()
         while not self._stop.is_set():
             now = _socket_identity(self.kubelet_socket)
             if now is not None and now != registered:
@@ -289,5 +309,5 @@ class DevicePlugin:
                 self.poll_health()
             self._stop.wait(self.kubelet_check_s)
             since_health += self.kubelet_check_s
-        if watcher is not None:
-            watcher.stop.set()
+        if self._xid_watcher is not None:
+            self._xid_watcher.stop.set()

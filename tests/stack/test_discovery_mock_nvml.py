@@ -168,3 +168,43 @@ def test_a_critical_xid_turns_its_card_unhealthy_until_restart_an_application_on
         assert result["cleared"] == [False, {**everyone, t4: False}], "sick until the plugin restarts"
         assert result["sick"] == {t4: 48}
         assert f"card {t4}: critical Xid 48" in out.stderr and f"card {v100b}: Xid 43" in out.stderr
+
+
+LOST_AT_START_SCRIPT = r"""
+import json, sys
+from gpushare_stack.deviceplugin.discovery import discover
+from gpushare_stack.deviceplugin.plugin import DevicePlugin
+
+inventory = sys.argv[1]
+text = open(inventory).read()
+with open(inventory, "r+") as f:  # the T4 fell off the bus before the plugin started
+    f.write(text.replace("  - name: Tesla T4\n", "  - name: Tesla T4\n    lost: true\n", 1))
+plugin = DevicePlugin("node-1", discover, kube=None, socket_dir="/nonexistent")
+at_start = ([c.index for c in plugin.cards], len(plugin.mem._devices()), len(plugin.count._devices()))
+still = plugin.poll_health()
+with open(inventory, "r+") as f:  # and comes back
+    f.write(text)
+    f.truncate()
+back = (plugin.poll_health(), [c.index for c in plugin.cards], dict(plugin.healthy))
+print(json.dumps({"at_start": at_start, "still": still, "back": back,
+                  "mem": len(plugin.mem._devices()), "count": len(plugin.count._devices()),
+                  "again": plugin.poll_health()}))
+"""
+
+
+@pytest.mark.skipif(not MOCK_NVML.exists(), reason=f"mock NVML not built at {MOCK_NVML} (make -C native)")
+def test_a_card_lost_when_the_plugin_started_joins_once_it_is_back(tmp_path):
+    """A plugin (re)started while a card was off the bus advertises that card once NVML
+    reaches it again, at its next health poll, as a card that comes back to a running
+    plugin does."""
+    out = _run_over_mock_nvml(tmp_path, LOST_AT_START_SCRIPT)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["at_start"] == [[0, 1], 15 + 15, 2], result
+    assert result["still"] is False, "nothing changed while the card stayed lost"
+    changed, indexes, healthy = result["back"]
+    assert changed is True and indexes == [0, 1, 2], result
+    assert len(healthy) == 3 and all(healthy.values()), healthy
+    assert (result["mem"], result["count"]) == (15 + 15 + 14, 3)
+    assert result["again"] is False, "a card joins once"
+    assert "joins what the node advertises" in out.stderr
