@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpushare_conformance.images.bytecode import BYTECODE_FORM, compile_tree
 from gpushare_conformance.images.oci import ImageConfig, layer_from_directory, write_archive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +130,8 @@ def _deps_layer(progress: Progress) -> Path:
             f"building the image's Python layer needs Python {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]} "
             f"(the image's python3); this is {sys.version.split()[0]}"
         )
-    key = hashlib.sha256("\n".join(IMAGE_REQUIREMENTS + (sys.version.split()[0],)).encode()).hexdigest()[:16]
+    key_text = "\n".join(IMAGE_REQUIREMENTS + (sys.version.split()[0], BYTECODE_FORM))
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
     layer = cache_dir() / f"image-deps-{key}.tar"
     if layer.exists():
         return layer
@@ -150,6 +152,7 @@ def _deps_layer(progress: Progress) -> Path:
             ],
             check=True,
         )
+        compile_tree(target)
         return layer_from_directory(Path(tmp), layer)
 
 
@@ -182,6 +185,7 @@ def _app_layer(out_dir: Path, native_build: Path, progress: Progress) -> Path:
         script.parent.mkdir(parents=True)
         shutil.copy2(REPO / "ci" / "images" / "workload" / "main.py", script)
         (root / "root" / "tensorflow-sample-code" / "data").mkdir(parents=True)
+        compile_tree(app)
         return layer_from_directory(root, out_dir / "layer-app.tar")
 
 

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from gpushare_conformance.images.bytecode import BYTECODE_FORM, compile_tree
 from gpushare_conformance.images.oci import ImageConfig, layer_from_directory, write_archive
 
 SUITE_IMAGE = "localhost/gpushare-conformance/suite:dev"
@@ -74,7 +75,8 @@ def write_suite_image(
 def suite_deps_layer(cache: Path, wheels: Path, progress: Progress) -> Path:
     """pytest and the suite's other dependencies under SUITE_SITE (cached): from the
     cached wheels (ci/setup.sh downloads them) when they suffice, else the index."""
-    key = hashlib.sha256("\n".join(SUITE_REQUIREMENTS + (sys.version.split()[0],)).encode()).hexdigest()[:16]
+    key_text = "\n".join(SUITE_REQUIREMENTS + (sys.version.split()[0], BYTECODE_FORM))
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
     layer = cache / f"image-suite-deps-{key}.tar"
     if layer.exists():
         return layer
@@ -91,6 +93,7 @@ def suite_deps_layer(cache: Path, wheels: Path, progress: Progress) -> Path:
         if offline.returncode != 0:
             shutil.rmtree(target, ignore_errors=True)
             subprocess.run([*base, *SUITE_REQUIREMENTS], check=True)
+        compile_tree(target)
         return layer_from_directory(Path(tmp), layer)
 
 
@@ -124,6 +127,7 @@ def checks_layer(out_dir: Path, repo: Path, progress: Progress) -> Path:
         shutil.copytree(repo / "fixtures", app / "gpushare_conformance" / "fixtures", ignore=ignore)
         shutil.copytree(repo / "manifests", app / "manifests", ignore=ignore)
         shutil.copytree(repo / "native" / "models", app / "native" / "models", ignore=ignore)
+        compile_tree(app)
         return layer_from_directory(Path(tmp), out_dir / "layer-suite.tar")
 
 
