@@ -136,20 +136,19 @@ class DevicePlugin:
         self._xid_watcher = watcher
         return watcher
 
-    def _join_new_cards(self, found: list[GpuCard]) -> bool:
+    def _join_new_cards(self, found: list[GpuCard]) -> None:
         """Cards NVML reports that this plugin has not seen (lost when it started, then
-        back) join what it advertises, their Xids watched too. Returns whether any did."""
+        back) join what it advertises, their Xids watched too."""
         known = {c.uuid for c in self.cards}
         new = [c for c in found if c.uuid not in known]
         if not new:
-            return False
+            return
         for card in new:
             log.warning("card %d (%s) is reachable now; it joins what the node advertises", card.index, card.uuid)
         self.cards = sorted([*self.cards, *new], key=lambda c: c.index)
         if self._xid_watcher is not None:
             self._xid_watcher.stop.set()
             self.watch_xids()
-        return True
 
     def poll_health(self) -> bool:
         """Re-read NVML; a card that is gone (or NVML failing), or that had a critical
@@ -162,10 +161,10 @@ class DevicePlugin:
         except DiscoveryError as exc:
             log.error("%s; marking every card Unhealthy", exc)
             found = []
-        joined = self._join_new_cards(found)
+        self._join_new_cards(found)  # a card that joins is a key self.healthy lacks: a change
         present = {c.uuid for c in found}
         new = {c.uuid: c.uuid in present and c.uuid not in self.xid_sick for c in self.cards}
-        if new == self.healthy and not joined:
+        if new == self.healthy:
             return False
         for uuid, ok in new.items():
             if ok != self.healthy.get(uuid):
