@@ -30,7 +30,7 @@ ALL_IMAGES = (STACK_IMAGE, WORKLOAD_IMAGE, PAUSE_IMAGE)
 
 # What runs inside the images: the stack's runtime needs and the workload's trainer.
 IMAGE_REQUIREMENTS = (
-    "kubernetes>=31",
+    "kubernetes>=31,<37",  # pyproject.toml says why
     "PyYAML>=6",
     # Same floors as pyproject.toml: the generated stubs check the protobuf runtime.
     "grpcio>=1.85.1",

@@ -59,7 +59,7 @@ def run_pod(kube, pytestconfig, name: str, labels: dict, limits: dict, script: s
         state, obj = wait_pod(
             kube, NAMESPACE, name, want=(podstate.SUCCEEDED,), timeout=180, progress=progress_printer(pytestconfig)
         )
-        return obj, kube.core.read_namespaced_pod_log(name, NAMESPACE)
+        return obj, kube.pod_log(NAMESPACE, name)
     finally:
         kube.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
 
