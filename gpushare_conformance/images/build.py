@@ -152,7 +152,7 @@ def _deps_layer(progress: Progress) -> Path:
             ],
             check=True,
         )
-        compile_tree(target)
+        compile_tree(Path(tmp), target)
         return layer_from_directory(Path(tmp), layer)
 
 
@@ -185,7 +185,7 @@ def _app_layer(out_dir: Path, native_build: Path, progress: Progress) -> Path:
         script.parent.mkdir(parents=True)
         shutil.copy2(REPO / "ci" / "images" / "workload" / "main.py", script)
         (root / "root" / "tensorflow-sample-code" / "data").mkdir(parents=True)
-        compile_tree(app)
+        compile_tree(root, app)
         return layer_from_directory(root, out_dir / "layer-app.tar")
 
 

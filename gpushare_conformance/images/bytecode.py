@@ -14,17 +14,23 @@ import compileall
 import py_compile
 from pathlib import Path
 
-# Part of each cached layer's key: a layer built before bytecode was added is rebuilt.
-BYTECODE_FORM = "pyc-unchecked-hash"
+# Part of each cached layer's key: a layer built before bytecode was added, or with
+# the builder's temporary paths in its bytecode, is rebuilt.
+BYTECODE_FORM = "pyc-unchecked-hash-image-paths"
 
 
-def compile_tree(root: Path) -> bool:
-    """Compile every ``.py`` under ``root`` for this interpreter (the images' python3,
-    which the layers' builders check); returns whether all compiled. A file that does
-    not compile (a package's test data, say) stays source only, as Python would leave it."""
+def compile_tree(layer_root: Path, tree: Path) -> bool:
+    """Compile every ``.py`` under ``tree`` (a folder of the layer being built at
+    ``layer_root``) for this interpreter (the images' python3, which the layers' builders
+    check); returns whether all compiled. The bytecode names each file by its path in the
+    image, not the builder's temporary folder: tracebacks point at the files the container
+    has, and the same sources give the same layer (and image digest) whichever folder
+    built them. A file that does not compile (a package's test data, say) stays source
+    only, as Python would leave it."""
     return bool(
         compileall.compile_dir(
-            str(root),
+            str(tree),
+            ddir="/" + tree.relative_to(layer_root).as_posix(),
             quiet=2,
             workers=0,
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,

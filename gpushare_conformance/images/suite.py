@@ -93,7 +93,7 @@ def suite_deps_layer(cache: Path, wheels: Path, progress: Progress) -> Path:
         if offline.returncode != 0:
             shutil.rmtree(target, ignore_errors=True)
             subprocess.run([*base, *SUITE_REQUIREMENTS], check=True)
-        compile_tree(target)
+        compile_tree(Path(tmp), target)
         return layer_from_directory(Path(tmp), layer)
 
 
@@ -127,7 +127,7 @@ def checks_layer(out_dir: Path, repo: Path, progress: Progress) -> Path:
         shutil.copytree(repo / "fixtures", app / "gpushare_conformance" / "fixtures", ignore=ignore)
         shutil.copytree(repo / "manifests", app / "manifests", ignore=ignore)
         shutil.copytree(repo / "native" / "models", app / "native" / "models", ignore=ignore)
-        compile_tree(app)
+        compile_tree(Path(tmp), app)
         return layer_from_directory(Path(tmp), out_dir / "layer-suite.tar")
 
 
