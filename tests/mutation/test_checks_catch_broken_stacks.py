@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from judged_runs import assert_caught, junit_outcomes
+from kubernetes.client.exceptions import ApiException
 
 from gpushare_conformance.fixtures.framework import deploy, stack
 from gpushare_conformance.fixtures.framework.kube import Kube
@@ -343,6 +344,14 @@ CASES = [
 SERVING_LINES = {"app=gpushare-extender": "serving on", "app=gpushare-device-plugin": "registered aliyun.com/gpu-mem"}
 
 
+def _serving_logs(kube: Kube, selector: str) -> list[str]:
+    """The component's live pods' logs; none yet while a new container has not started."""
+    try:
+        return list(stack.component_logs(kube, NAMESPACE, selector).values())
+    except ApiException:
+        return []
+
+
 def apply_stack(kube: Kube, overlay: Path) -> None:
     """``kubectl apply -k`` an overlay and wait until it serves: the rollouts done, each
     new component pod logging that it serves, and the node advertising gpu-mem again."""
@@ -355,10 +364,7 @@ def apply_stack(kube: Kube, overlay: Path) -> None:
     # (The suite itself never reads a stack's log: this harness knows its own stack.)
     for selector, line in SERVING_LINES.items():
         poll_until(
-            lambda selector=selector: [
-                kube.kubectl("logs", p["metadata"]["name"], "-n", NAMESPACE, "--tail=-1", check=False)
-                for p in stack.live_pods(kube, NAMESPACE, selector)
-            ],
+            lambda selector=selector: _serving_logs(kube, selector),
             lambda logs, line=line: bool(logs) and all(line in text for text in logs),
             timeout=timeouts.restart,
             what=f"{selector} pods to log {line!r}",
