@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import marshal
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from gpushare_conformance.images.bytecode import compile_tree
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_compiled_modules_are_used_whatever_the_layer_does_to_mtimes(tmp_path: Path) -> None:
@@ -36,20 +39,47 @@ def test_compiled_modules_are_used_whatever_the_layer_does_to_mtimes(tmp_path: P
     assert not (package / "__pycache__" / f"broken.{sys.implementation.cache_tag}.pyc").exists()
 
 
-def _layer_with_a_module(root: Path) -> Path:
-    package = root / "opt" / "app" / "pkg"
-    package.mkdir(parents=True)
-    (package / "mod.py").write_text("def fails():\n    raise RuntimeError('where')\n")
-    return root / "opt" / "app"
+def _layer_with_the_stack_doubles(root: Path) -> Path:
+    """A layer holding a copy of a package of this project (real code: what a builder's
+    state could change in its bytecode shows there)."""
+    tree = root / "opt" / "app"
+    shutil.copytree(REPO / "gpushare_doubles", tree / "gpushare_doubles", ignore=shutil.ignore_patterns("__pycache__"))
+    return tree
 
 
-def test_bytecode_is_the_same_from_any_build_folder_and_names_the_image_path(tmp_path: Path) -> None:
-    """Two builds of the same sources in different temporary folders give the same bytes,
-    so the same image digest (a changed digest restarts the local cluster's stack onto
-    it), and the code is named by its path in the image, not the builder's folder."""
-    first, second = _layer_with_a_module(tmp_path / "build-a"), _layer_with_a_module(tmp_path / "build-b")
-    assert compile_tree(tmp_path / "build-a", first) and compile_tree(tmp_path / "build-b", second)
-    pyc = Path("pkg") / "__pycache__" / f"mod.{sys.implementation.cache_tag}.pyc"
-    assert (first / pyc).read_bytes() == (second / pyc).read_bytes()
-    code = marshal.loads((first / pyc).read_bytes()[16:])  # after the 16-byte header
-    assert code.co_filename == "/opt/app/pkg/mod.py"
+def _compile_in_a_builder(preload: str, seed: str, layer_root: Path, tree: Path) -> None:
+    """compile_tree called by a builder that imported ``preload`` first, its hash seed ``seed``."""
+    code = (
+        f"{preload}; import sys; from pathlib import Path; "
+        "from gpushare_conformance.images.bytecode import compile_tree; "
+        "sys.exit(0 if compile_tree(Path(sys.argv[1]), Path(sys.argv[2])) else 1)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(layer_root), str(tree)],
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        check=True,
+    )
+
+
+def test_bytecode_is_the_same_from_any_builder_and_folder_and_names_the_image_path(tmp_path: Path) -> None:
+    """Two builds of the same sources, in different temporary folders, by builders in
+    different states (one has imported the Kubernetes client, gRPC and pytest and interned
+    strings, as a test session has; different hash seeds), give the same bytes, so the same image digest (a
+    changed digest restarts the local cluster's stack onto it); and the code is named by
+    its path in the image, not the builder's folder."""
+    first = _layer_with_the_stack_doubles(tmp_path / "build-a")
+    second = _layer_with_the_stack_doubles(tmp_path / "build-b")
+    _compile_in_a_builder("pass", "1", tmp_path / "build-a", first)
+    # A process that has imported much (a test session) has interned strings a fresh one
+    # has not, and marshal writes an interned string with another type code: here every
+    # printable one-character string (a "]" of faults.py changed the digest that way).
+    busy = "import sys, kubernetes.client, grpc, pytest, yaml; [sys.intern(chr(c)) for c in range(32, 127)]"
+    _compile_in_a_builder(busy, "2", tmp_path / "build-b", second)
+    tag = sys.implementation.cache_tag
+    compiled = sorted(p.relative_to(first) for p in first.rglob(f"*.{tag}.pyc"))
+    assert len(compiled) > 3, compiled
+    differ = [str(p) for p in compiled if (first / p).read_bytes() != (second / p).read_bytes()]
+    assert not differ, f"bytecode differs between two builds of the same sources: {differ}"
+    faults = first / "gpushare_doubles" / "__pycache__" / f"faults.{tag}.pyc"
+    code = marshal.loads(faults.read_bytes()[16:])  # after the 16-byte header
+    assert code.co_filename == "/opt/app/gpushare_doubles/faults.py"
