@@ -78,8 +78,11 @@ def test_hydrophone_runs_the_suite_image(cluster, placement, tmp_path):
     from gpushare_conformance.fixtures.providers.local import LocalProvider
 
     hydrophone = _hydrophone()
-    built = build_images(tmp_path / "images", REPO / "native" / "build", print, suite=True)
-    socket = LocalProvider(state_dir=cluster.details["state_dir"]).paths.containerd_socket
+    paths = LocalProvider(state_dir=cluster.details["state_dir"]).paths
+    # Into the provider's own image folder: an archive whose image is unchanged is not
+    # written again (the stack's 500 MB one, built there at bring-up), nor imported again.
+    built = build_images(paths.images, REPO / "native" / "build", print, suite=True)
+    socket = paths.containerd_socket
     import_archives(["ctr", "--address", str(socket), "-n", "k8s.io"], [built.suite, built.busybox], print)
     out = tmp_path / "results"
     base = [str(hydrophone), "--kubeconfig", str(cluster.kubeconfig), "--namespace", NAMESPACE]
