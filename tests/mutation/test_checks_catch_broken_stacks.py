@@ -395,6 +395,20 @@ def faulty_stack(kube, suite_options, placement, sound_stack_at_the_end):
         )
 
     def deploy_fault(fault: str) -> None:
+        if not sound_stack_at_the_end:
+            # Every node's device plugin rolls out at once rather than one node after
+            # another (kind has two GPU nodes): a field the manifests leave unset, so each
+            # ``kubectl apply -k`` keeps it.
+            kube.kubectl(
+                "-n",
+                NAMESPACE,
+                "patch",
+                "daemonset",
+                "gpushare-device-plugin",
+                "--type=merge",
+                "-p",
+                '{"spec": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "100%"}}}}',
+            )
         sound_stack_at_the_end.append(fault)
         apply_stack(kube, FAULT_OVERLAYS / fault)
 
