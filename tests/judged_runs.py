@@ -39,14 +39,18 @@ def run_cli(tmp_path: Path, name: str, run_args: list[str]) -> tuple[subprocess.
     return child, read_verdicts(verdicts), report
 
 
-def run_suite(cluster, tmp_path, profile: str) -> tuple[subprocess.CompletedProcess, VerdictFile]:
+def run_suite(
+    cluster, tmp_path, profile: str, timeouts: Mapping[str, float] | None = None
+) -> tuple[subprocess.CompletedProcess, VerdictFile]:
     """The whole suite judging ``profile`` against the running cluster, through the
-    ``existing`` provider with mocked NVML, as docs/suite.md runs a peer stack."""
+    ``existing`` provider with mocked NVML, as docs/suite.md runs a peer stack
+    (``timeouts``: ``--gpushare-timeout`` overrides, as a user tunes a run)."""
+    overrides = [arg for name, s in (timeouts or {}).items() for arg in ("--gpushare-timeout", f"{name}={s:g}")]
     child, result, _ = run_cli(
         tmp_path,
         profile,
         ["--cluster", "existing", "--kubeconfig", str(cluster.kubeconfig), "--stack", profile]
-        + ["--", "--gpushare-mock-nvml", "-p", "no:cacheprovider"],
+        + ["--", "--gpushare-mock-nvml", "-p", "no:cacheprovider", *overrides],
     )
     return child, result
 

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 NAMESPACE = deploy.STACK_NAMESPACE
 CHILD_TIMEOUT_S = 900
+CARD_HEALTH_S = 20.0  # the children's card_health time-out (see the child's argv)
 
 SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
 GRID = "conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card"
@@ -453,6 +454,11 @@ def test_checks_fail_on_a_stack_with_the_fault(
         "-p",
         "no:cacheprovider",
         "-q",
+        # A stack blind to a sick card is caught when card_health runs out: 20 s is ten
+        # times what the sound mock stack needs (NVML polled every 2 s, the node status
+        # posted within the second), a third of the default a user's cluster is given.
+        "--gpushare-timeout",
+        f"card_health={CARD_HEALTH_S:g}",
     ]
     if suite_options.mock_inventory is not None:
         argv += ["--gpushare-mock-inventory", str(suite_options.mock_inventory)]
