@@ -27,7 +27,8 @@ STREAMS = {
     KIND_CLUSTER: ("tests/kind/test_kind_suite.py",),
     LOCAL_CLUSTER: (
         "tests/local/",
-        "tests/mutation/",
+        # The cases (the fault switches beside them need no cluster: either worker runs them).
+        "tests/mutation/test_checks_catch_broken_stacks.py",
         "tests/peers/",
         "tests/dra/",
         "tests/report/test_allure_html.py",
