@@ -69,11 +69,13 @@ def _open(url: str, profile: Path) -> str:
     return _page_text(done.stdout)
 
 
-@pytest.fixture
-def seed_results(cluster, suite_options, tmp_path) -> Path:
-    """allure results of the seed check run on the session's cluster, as a user runs it."""
+@pytest.fixture(scope="module")
+def seed_results(cluster, suite_options, tmp_path_factory) -> Path:
+    """allure results of the seed check run on the session's cluster, as a user runs it
+    (one run for this module's tests: they read its results and never change them)."""
     if suite_options.cluster != "local":
         pytest.skip(f"runs the seed check in a child pytest on --gpushare-cluster local, not {suite_options.cluster}")
+    tmp_path = tmp_path_factory.mktemp("seed-run")
     results = tmp_path / "allure-results"
     argv = [
         sys.executable,
