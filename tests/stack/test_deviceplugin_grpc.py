@@ -149,6 +149,11 @@ def test_reregisters_when_kubelet_socket_is_recreated(running, socket_dir):
             time.sleep(0.05)
         first = next(stub(socket_dir, MEM_SOCKET).ListAndWatch(api_pb2.Empty(), timeout=5))
         assert len(first.devices) == 45
+        # The plugin counts a registration once both register calls have returned, which
+        # on a busy machine can come a moment after the kubelet recorded them.
+        deadline = time.monotonic() + 10
+        while plugin.registrations < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert plugin.registrations == 2
     finally:
         restarted.stop()

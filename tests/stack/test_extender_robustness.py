@@ -147,12 +147,16 @@ def test_connections_held_slow_or_oversized_never_keep_the_scheduler_waiting():
     """Hundreds of connections that dribble a head, stop half-way through a body, or
     send a head past the limit: the scheduler's filter is answered at once all along,
     and each held connection is cut off once the deadline is past."""
-    for _server, port in serve(deadline_s=1.5):
+    # Long enough that every connection is still held through the filter rounds on a
+    # machine busy with other tests (1.5 s was not: 350 connections took most of it).
+    deadline_s = 8.0
+    for _server, port in serve(deadline_s=deadline_s):
         dribbling = _held(port, 150, b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\n")
         half_body = _held(
             port, 150, b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
         )
         oversized = _held(port, 50, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 20_000)
+        all_opened = time.monotonic()
         args = json.dumps({"Pod": pod("p", gib=2), "NodeNames": ["gpu-a"]}).encode()
         slowest = 0.0
         for _ in range(10):
@@ -164,7 +168,8 @@ def test_connections_held_slow_or_oversized_never_keep_the_scheduler_waiting():
             assert status == 200 and body["NodeNames"] == ["gpu-a"], body
             time.sleep(0.1)
         assert slowest < 0.5, f"a filter took {slowest:.3f} s while 350 connections were held"
-        time.sleep(1.0)  # every held connection is past its deadline now
+        # Every held connection is past its deadline once deadline_s has gone by since the last was opened.
+        time.sleep(max(0.0, all_opened + deadline_s + 0.5 - time.monotonic()))
         for name, group, answer in (("dribbling", dribbling, b""), ("half-body", half_body, b"HTTP/1.1 408")):
             for sock in group:
                 sock.settimeout(3)
