@@ -24,6 +24,10 @@ CLUSTER_LACKS = re.compile(
 # A check that failed on a Python error rather than on evidence.
 EXCEPTION = re.compile(r"\b(ProfileError|KeyError|TypeError|AttributeError|IndexError|ValueError|Traceback)\b")
 CHILD_TIMEOUT_S = 1500
+# card_health for child runs on the mock stacks: ten times what a stack that reports a sick
+# card needs there (NVML polled every 2 s, the node status posted within the second), so
+# a stack blind to it is judged in 20 s rather than the 60 s a user's cluster is given.
+MOCK_CARD_HEALTH_S = 20.0
 
 
 def run_cli(tmp_path: Path, name: str, run_args: list[str]) -> tuple[subprocess.CompletedProcess, VerdictFile, Path]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from judged_runs import assert_caught, junit_outcomes
+from judged_runs import MOCK_CARD_HEALTH_S, assert_caught, junit_outcomes
 from kubernetes.client.exceptions import ApiException
 
 from gpushare_conformance.fixtures.framework import deploy, stack
@@ -38,7 +38,6 @@ REPO = Path(__file__).resolve().parents[2]
 FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 NAMESPACE = deploy.STACK_NAMESPACE
 CHILD_TIMEOUT_S = 900
-CARD_HEALTH_S = 20.0  # the children's card_health time-out (see the child's argv)
 
 SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
 GRID = "conformance/test_grid.py::test_n_gib_over_m_cards_gives_n_over_m_on_each_card"
@@ -457,11 +456,9 @@ def test_checks_fail_on_a_stack_with_the_fault(
         "-p",
         "no:cacheprovider",
         "-q",
-        # A stack blind to a sick card is caught when card_health runs out: 20 s is ten
-        # times what the sound mock stack needs (NVML polled every 2 s, the node status
-        # posted within the second), a third of the default a user's cluster is given.
+        # A stack blind to a sick card is caught when card_health runs out.
         "--gpushare-timeout",
-        f"card_health={CARD_HEALTH_S:g}",
+        f"card_health={MOCK_CARD_HEALTH_S:g}",
     ]
     if suite_options.mock_inventory is not None:
         argv += ["--gpushare-mock-inventory", str(suite_options.mock_inventory)]

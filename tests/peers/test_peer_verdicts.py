@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from judged_runs import assert_evidence_only, run_suite, table
+from judged_runs import MOCK_CARD_HEALTH_S, assert_evidence_only, run_suite, table
 
 from gpushare_conformance.summary import FAIL, INFO, NA, OPEN, PASS, conformance_line
 
@@ -62,10 +62,9 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     suite sees: a pod asking no GPU binds another pod through the extender it finds by
     its Service, and a card that falls off the bus stays advertised."""
     switch("gpushare-like")
-    # Its device plugin never takes a sick card away, so the two sick-card checks can only
-    # wait out card_health; 20 s is ten times what the flavors that do need on this
-    # cluster (NVML polled every 2 s, the node status posted within the second).
-    child, result = run_suite(cluster, tmp_path, "gpushare", timeouts={"card_health": 20})
+    # Its device plugin never takes a sick card away: the two sick-card checks can only
+    # wait out card_health.
+    child, result = run_suite(cluster, tmp_path, "gpushare", timeouts={"card_health": MOCK_CARD_HEALTH_S})
     assert child.returncode == 1, f"a stack that breaks rules fails the run: exit {child.returncode}"
     assert_evidence_only(result, also_lacking=r"^not judged: ")
     lines = table(result)
