@@ -35,7 +35,9 @@ class _Core:
             self.pods[namespace] = []
 
     def list_namespaced_pod(self, namespace: str):
-        return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(name=p)) for p in self.pods[namespace]])
+        return SimpleNamespace(
+            items=[SimpleNamespace(metadata=SimpleNamespace(name=p)) for p in self.pods.get(namespace, [])]
+        )
 
     def delete_namespace(self, name: str) -> None:
         self.deleted.append(name)
@@ -100,6 +102,26 @@ def test_the_sweep_deletes_the_runs_namespaces_and_waits_for_them():
     core.delete_namespace = lambda name: (core.deleted.append(name), core.spaces.clear())
     assert namespaces.sweep_namespaces(_kube(core), "run-1", QUICK, print) == []
     assert core.deleted == ["gs-a"], "a Terminating namespace is not deleted again"
+
+
+def test_the_sweep_leaves_an_empty_terminating_namespace_to_kubernetes():
+    # The namespace controller removes a deleted namespace no sooner than 5 s later; an
+    # empty one holds nothing the next run needs.
+    core, said = _Core({"gs-a": []}, {"gs-a": "Terminating", "gs-b": "Active"}), []
+    core.delete_namespace = lambda name: (core.deleted.append(name), core.spaces.__setitem__(name, "Terminating"))
+    assert namespaces.sweep_namespaces(_kube(core), "run-1", QUICK, said.append) == []
+    assert core.deleted == ["gs-b"] and core.spaces == {"gs-a": "Terminating", "gs-b": "Terminating"}
+    assert not said
+
+
+def test_the_sweep_waits_for_pods_and_claims_of_a_terminating_namespace_and_reports_them():
+    core, said = _Core({"gs-a": ["stuck"]}, {"gs-a": "Terminating"}), []
+    assert namespaces.sweep_namespaces(_kube(core), "run-1", QUICK, said.append) == ["gs-a"]
+    assert any("namespaces not deleted" in line and "gs-a (pods stuck)" in line for line in said), said
+    claim = {"metadata": {"name": "c1"}, "status": {"allocation": {"devices": {}}}}
+    core, said = _Core({"gs-a": []}, {"gs-a": "Terminating"}), []
+    assert namespaces.sweep_namespaces(_kube(core, [claim]), "run-1", QUICK, said.append) == ["gs-a"]
+    assert any("gs-a (allocated claims c1)" in line for line in said), said
 
 
 def test_the_sweep_returns_and_reports_the_namespaces_left():
