@@ -9,9 +9,16 @@ same kind cluster by the mutation cases (RUN_BY_A_CHILD); the other worker takes
 kind cluster's and then every test that touches no cluster. So the kind run, the
 mutation cases and the unit tests go on while the local cluster is busy. Without ``-n``
 nothing changes.
+
+The local stream runs the tests on the reference stack first, then the tests of each
+stack it switches to, together (``@pytest.mark.on_stack``, ON_STACK_ORDER): each stack
+is deployed once, and the reference stack comes back once, at the end, when the cluster
+stays up.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -41,6 +48,29 @@ STREAMS = {
 # beside the local cluster's stream rather than after it. Named on the command line
 # (``pytest tests/mutation``) they run on the session's cluster as before.
 RUN_BY_A_CHILD = {"tests/mutation/test_checks_catch_broken_stacks.py": "tests/kind/test_kind_suite.py"}
+
+
+# The stack a test of the local stream switches the cluster to (``@pytest.mark.on_stack``;
+# unmarked: the reference stack the cluster starts with). The stream runs the tests of
+# each stack together, in this order, so it switches the cluster once per stack.
+ON_STACK = "on_stack"
+ON_STACK_ORDER = ("reference", "dra", "gpushare-like", "hami-like")
+
+
+def stack_rank(item: pytest.Item) -> int:
+    """Where ``item`` comes in the local stream: after every test of an earlier stack."""
+    marker = item.get_closest_marker(ON_STACK)
+    name = marker.args[0] if marker else "reference"
+    if name not in ON_STACK_ORDER:
+        raise pytest.UsageError(f"{item.nodeid}: on_stack({name!r}) names no stack of {ON_STACK_ORDER}")
+    return ON_STACK_ORDER.index(name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{ON_STACK}(name): the stack the test switches the local cluster to (tests/conftest.py ON_STACK_ORDER)",
+    )
 
 
 def stream_of(nodeid: str) -> str | None:
@@ -75,6 +105,8 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The tests of each stack together (a stable sort: within a stack, the files' order).
+    items.sort(key=stack_rank)
     for item in items:
         on_a_cluster = item.get_closest_marker("e2e") is not None or uses_cluster(item)
         if on_a_cluster and item.nodeid.startswith("tests/") and stream_of(item.nodeid) is None:
@@ -83,7 +115,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
 
 
-@pytest.fixture(scope="module")
+# What the tests' child pytest processes (the whole-suite runs, the mutation cases, the
+# CLI's tests) leave out: hypothesis's pytest plugin imports all of hypothesis at every
+# start, about 0.8 s of CPU in each of some two hundred children, and no child runs a
+# property test. The test command's own processes, started before this, keep it.
+CHILD_PYTEST_ADDOPTS = "-p no:hypothesispytest"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def children_without_hypothesis():
+    patch = pytest.MonkeyPatch()
+    patch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {CHILD_PYTEST_ADDOPTS}".strip())
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
 def provider(cluster):
     if cluster.provider != "local":
         pytest.skip("switching stacks needs the local provider (it restarts the kubelet and kube-scheduler)")
@@ -92,9 +139,12 @@ def provider(cluster):
     return LocalProvider(state_dir=cluster.details["state_dir"])
 
 
-@pytest.fixture(scope="module")
-def switch(kube, provider, pytestconfig):
-    """use_stack bound to the session's cluster; the reference stack comes back at the end."""
+@pytest.fixture(scope="session")
+def stack_switcher(kube, provider, pytestconfig, suite_options):
+    """use_stack bound to the session's cluster. The stack stays switched from one test to
+    the next (the stream runs each stack's tests together: ON_STACK_ORDER); the reference
+    stack comes back at the end when the cluster stays up (a cluster taken down at the
+    end needs no stack)."""
     progress = progress_printer(pytestconfig)
     timeouts = Timeouts()
 
@@ -104,4 +154,23 @@ def switch(kube, provider, pytestconfig):
     try:
         yield use
     finally:
-        stacks.use_stack(kube, provider, "reference", progress, timeouts)
+        if suite_options.keep_cluster:
+            stacks.use_stack(kube, provider, "reference", progress, timeouts)
+
+
+@pytest.fixture
+def switch(stack_switcher, request):
+    """Switch the session's local cluster to a stack: the one the test's ``on_stack``
+    marker names, so the stream's order (tests of one stack together) holds."""
+    marker = request.node.get_closest_marker(ON_STACK)
+    named = marker.args[0] if marker else None
+
+    def use(name: str) -> list[dict]:
+        if name != named:
+            pytest.fail(
+                f"{request.node.nodeid} switches to the {name} stack but is marked on_stack({named!r}): "
+                f"mark it @pytest.mark.{ON_STACK}({name!r}) so the local stream runs it with that stack's tests"
+            )
+        return stack_switcher(name)
+
+    return use

@@ -32,7 +32,7 @@ from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_conformance.summary import INFO, NA, OPEN, PASS, SKIP, conformance_line
 from gpushare_doubles import faults
 
-pytestmark = [pytest.mark.e2e, pytest.mark.disruptive]
+pytestmark = [pytest.mark.e2e, pytest.mark.disruptive, pytest.mark.on_stack("dra")]
 
 REPO = Path(__file__).resolve().parents[2]
 FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
@@ -48,8 +48,31 @@ SEED = "conformance/test_seed.py::test_seed_job_gets_4gib_on_each_of_2_cards"
 CHILD_TIMEOUT_S = 900
 
 
-def test_every_seed_rule_passes_on_the_reference_dra_driver(cluster, switch, tmp_path):
+def _sound_dra_stack(kube, progress) -> None:
+    timeouts = Timeouts()
+    kube.kubectl("apply", "-k", str(DRA.overlay), timeout=timeouts.apply)
+    stacks.wait_stack(kube, DRA, timeouts, progress)
+
+
+@pytest.fixture(scope="module")
+def dra_faults(kube, pytestconfig):
+    """The faults this module deployed. Each fault overlay is the whole DRA stack with one
+    flag, so the next case's overlay replaces the last one's fault in one rollout; the
+    sound DRA stack comes back once, when the module ends (also after a failure), or
+    before a test that needs it."""
+    applied: list[str] = []
+    try:
+        yield applied
+    finally:
+        if applied:
+            _sound_dra_stack(kube, progress_printer(pytestconfig))
+
+
+def test_every_seed_rule_passes_on_the_reference_dra_driver(cluster, switch, dra_faults, kube, tmp_path, pytestconfig):
     switch("dra")
+    if dra_faults:  # a fault case ran first (a selection of this module's tests)
+        _sound_dra_stack(kube, progress_printer(pytestconfig))
+        dra_faults.clear()
     child, result = run_suite(cluster, tmp_path, "dra")
     assert_evidence_only(result)
     lines = table(result)
@@ -111,52 +134,49 @@ FAULT_CASES = {
 
 
 @pytest.mark.parametrize("fault", sorted(FAULT_CASES))
-def test_the_checks_catch_each_dra_fault(fault, cluster, switch, kube, tmp_path, pytestconfig):
+def test_the_checks_catch_each_dra_fault(fault, cluster, switch, dra_faults, kube, tmp_path, pytestconfig):
     progress = progress_printer(pytestconfig)
     must_fail, control = FAULT_CASES[fault]
     switch("dra")
     timeouts = Timeouts()
-    try:
-        kube.kubectl("apply", "-k", str(FAULT_OVERLAYS / f"dra-{fault}"), timeout=timeouts.apply)
-        stacks.wait_stack(kube, DRA, timeouts, progress)
-        said = f"FAULT INJECTED: gpushare-dra-plugin runs with --fault {fault}"
-        # Ready is not logged yet: the line comes within moments of the process starting.
-        log = poll_until(
-            lambda: stack.component_log(kube, DRA.namespace, "app=gpushare-dra-plugin"),
-            lambda text: said in text,
-            timeout=timeouts.restart,
-            what=f"the DRA plugin to say {said!r}",
-        )
-        assert said in log, log[-2000:]
-        checks = [*must_fail, control]
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *checks,
-            "-n",
-            str(len(checks)),
-            "--gpushare-cluster",
-            "existing",
-            "--gpushare-cluster-kubeconfig",
-            str(cluster.kubeconfig),
-            "--gpushare-stack",
-            "dra",
-            "--gpushare-mock-nvml",
-            "--gpushare-report-dir",
-            str(tmp_path),
-            "--junitxml",
-            str(tmp_path / "junit.xml"),
-            "-p",
-            "no:cacheprovider",
-            "-q",
-        ]
-        child = subprocess.run(
-            argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=CHILD_TIMEOUT_S
-        )
-    finally:
-        kube.kubectl("apply", "-k", str(DRA.overlay), timeout=timeouts.apply)
-        stacks.wait_stack(kube, DRA, timeouts, progress)
+    dra_faults.append(fault)
+    kube.kubectl("apply", "-k", str(FAULT_OVERLAYS / f"dra-{fault}"), timeout=timeouts.apply)
+    stacks.wait_stack(kube, DRA, timeouts, progress)
+    said = f"FAULT INJECTED: gpushare-dra-plugin runs with --fault {fault}"
+    # Ready is not logged yet: the line comes within moments of the process starting.
+    log = poll_until(
+        lambda: stack.component_log(kube, DRA.namespace, "app=gpushare-dra-plugin"),
+        lambda text: said in text,
+        timeout=timeouts.restart,
+        what=f"the DRA plugin to say {said!r}",
+    )
+    assert said in log, log[-2000:]
+    checks = [*must_fail, control]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *checks,
+        "-n",
+        str(len(checks)),
+        "--gpushare-cluster",
+        "existing",
+        "--gpushare-cluster-kubeconfig",
+        str(cluster.kubeconfig),
+        "--gpushare-stack",
+        "dra",
+        "--gpushare-mock-nvml",
+        "--gpushare-report-dir",
+        str(tmp_path),
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+    child = subprocess.run(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=CHILD_TIMEOUT_S
+    )
     tail = child.stdout[-4000:]
     assert child.returncode == 1, f"checks under --fault {fault} exited {child.returncode}, wanted 1:\n{tail}"
     assert_caught(junit_outcomes(tmp_path / "junit.xml"), must_fail, control, fault, tail, progress)

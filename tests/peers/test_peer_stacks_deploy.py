@@ -2,8 +2,8 @@
 
 On the session's local cluster, switch to each peer flavor of the reference stack
 (fixtures/framework/stacks.py: manifests/overlays/peers/*), run one pod spelled as
-that peer wants it, and check what the pod got; the reference stack is ALWAYS put back
-afterwards, also when a case fails.
+that peer wants it, and check what the pod got; the reference stack is put back at
+the end of the session when the cluster stays up, also when a case fails (tests/conftest.py).
 
 - gpushare-like: ``aliyun.com/gpu-mem: 8`` with label ``aliyun.com/gpu-count: "2"`` gets
   ONE card (the label means nothing to gpushare) and no isolation: nvidia-smi shows the
@@ -73,6 +73,7 @@ def smi_rows(log: str) -> list[tuple[int, str, int]]:
     return rows
 
 
+@pytest.mark.on_stack("gpushare-like")
 def test_gpushare_like_puts_8_gib_on_one_card_without_isolation(kube, switch, pytestconfig):
     nodes = switch("gpushare-like")
     node = nodes[0]
@@ -101,6 +102,7 @@ def test_gpushare_like_puts_8_gib_on_one_card_without_isolation(kube, switch, py
     assert "GPUSHARE_MEMORY_LIMIT" not in log, log
 
 
+@pytest.mark.on_stack("hami-like")
 def test_hami_like_gives_2_cards_of_4096_mib_with_the_context_charged(kube, switch, pytestconfig):
     nodes = switch("hami-like")
     node = nodes[0]

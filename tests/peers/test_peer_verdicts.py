@@ -53,6 +53,7 @@ def _not_quoting_exceptions(lines) -> None:
     assert not quoted, quoted
 
 
+@pytest.mark.on_stack("gpushare-like")
 def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolation_with_evidence(
     cluster, switch, tmp_path
 ):
@@ -102,6 +103,7 @@ def test_gpushare_like_passes_single_card_rules_and_fails_multi_card_and_isolati
     assert "conforms to the seed: no" in child.stdout
 
 
+@pytest.mark.on_stack("hami-like")
 def test_hami_like_passes_every_seed_rule_and_fails_the_hostile_workload_rules_it_breaks(cluster, switch, tmp_path):
     """Every seed rule holds on the HAMi-like stack. What a hostile pod can do to it is
     told apart, with the evidence: HAMi's library takes its limits from the container's

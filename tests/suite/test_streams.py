@@ -53,3 +53,21 @@ def test_the_test_command_leaves_the_mutation_cases_to_the_kind_run_and_a_named_
     assert any(n.startswith("tests/kind/test_kind_suite.py::test_checks_catch_every_fault_on_kind") for n in default)
     named = _collected("tests/mutation")
     assert len([n for n in named if n.startswith(MUTATION)]) > 20, named[-5:]
+
+
+def test_the_local_stream_runs_each_stacks_tests_together_so_it_switches_once_per_stack():
+    """In the test command's order, the local stream's tests on the reference stack come
+    first, then each stack's tests together (tests/conftest.py ON_STACK_ORDER): a stack
+    the stream left is never switched to again."""
+    local = [n for n in _collected() if stream_of(n) == LOCAL_CLUSTER]
+    stack_of = {
+        "tests/dra/": "dra",
+        "tests/peers/test_peer_stacks_deploy.py::test_gpushare_like": "gpushare-like",
+        "tests/peers/test_peer_verdicts.py::test_gpushare_like": "gpushare-like",
+        "tests/peers/test_peer_stacks_deploy.py::test_hami_like": "hami-like",
+        "tests/peers/test_peer_verdicts.py::test_hami_like": "hami-like",
+    }
+    order = [next((s for prefix, s in stack_of.items() if n.startswith(prefix)), "reference") for n in local]
+    runs = [s for i, s in enumerate(order) if i == 0 or order[i - 1] != s]
+    assert runs == list(streams.ON_STACK_ORDER), f"the local stream switches stacks in the order {runs}"
+    assert order.count("gpushare-like") == order.count("hami-like") == 2, order
