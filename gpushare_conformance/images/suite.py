@@ -99,11 +99,12 @@ def suite_deps_layer(cache: Path, wheels: Path, progress: Progress) -> Path:
 
 def kubectl_layer(cache: Path, repo: Path, progress: Progress) -> Path:
     """/usr/local/bin/kubectl: the project's Kubernetes build (ci/build-kubernetes.sh,
-    cached; a multi-call binary that acts as kubectl under that name), cached per binary."""
+    cached: kubectl on its own, or the multi-call binary it links to in an older build),
+    cached per binary."""
     result = subprocess.run(
         ["bash", str(repo / "ci" / "build-kubernetes.sh")], stdout=subprocess.PIPE, text=True, check=True
     )
-    kube = Path(result.stdout.strip().splitlines()[-1]) / "kube"
+    kube = (Path(result.stdout.strip().splitlines()[-1]) / "kubectl").resolve()
     stat = kube.stat()
     key = hashlib.sha256(f"{kube}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     layer = cache / f"image-kubectl-{key}.tar"
