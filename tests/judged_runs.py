@@ -30,6 +30,20 @@ CHILD_TIMEOUT_S = 1500
 MOCK_CARD_HEALTH_S = 20.0
 
 
+def child_report_args(tmp_path: Path) -> list[str]:
+    """The options of a child pytest that runs chosen checks (a fault case's): its report
+    folder and JUnit file in ``tmp_path``, no cache, quiet."""
+    return [
+        "--gpushare-report-dir",
+        str(tmp_path),
+        "--junitxml",
+        str(tmp_path / "junit.xml"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    ]
+
+
 def run_cli(tmp_path: Path, name: str, run_args: list[str]) -> tuple[subprocess.CompletedProcess, VerdictFile, Path]:
     """``gpushare-conformance run --report-dir <tmp_path>/report-<name> <run_args>`` in a
     child, as a user runs it; its output printed, its verdicts and its report folder."""

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from judged_runs import assert_caught, assert_evidence_only, junit_outcomes, run_suite, table
+from judged_runs import assert_caught, assert_evidence_only, child_report_args, junit_outcomes, run_suite, table
 
 from gpushare_conformance.fixtures.framework import stack, stacks
 from gpushare_conformance.fixtures.framework.progress import progress_printer
@@ -166,13 +166,7 @@ def test_the_checks_catch_each_dra_fault(fault, cluster, switch, dra_faults, kub
         "--gpushare-stack",
         "dra",
         "--gpushare-mock-nvml",
-        "--gpushare-report-dir",
-        str(tmp_path),
-        "--junitxml",
-        str(tmp_path / "junit.xml"),
-        "-p",
-        "no:cacheprovider",
-        "-q",
+        *child_report_args(tmp_path),
     ]
     child = subprocess.run(
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=CHILD_TIMEOUT_S

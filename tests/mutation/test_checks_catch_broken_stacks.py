@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from judged_runs import MOCK_CARD_HEALTH_S, assert_caught, junit_outcomes
+from judged_runs import MOCK_CARD_HEALTH_S, assert_caught, child_report_args, junit_outcomes
 from kubernetes.client.exceptions import ApiException
 
 from gpushare_conformance.fixtures.framework import deploy, stack
@@ -449,13 +449,7 @@ def test_checks_fail_on_a_stack_with_the_fault(
         "--gpushare-cluster",
         suite_options.cluster,
         "--gpushare-keep-cluster-up",
-        "--gpushare-report-dir",
-        str(tmp_path),
-        "--junitxml",
-        str(tmp_path / "junit.xml"),
-        "-p",
-        "no:cacheprovider",
-        "-q",
+        *child_report_args(tmp_path),
         # A stack blind to a sick card is caught when card_health runs out.
         "--gpushare-timeout",
         f"card_health={MOCK_CARD_HEALTH_S:g}",
