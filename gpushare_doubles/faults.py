@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpushare_doubles.twin_pairs import TwinPairs
 from gpushare_stack import contract, variants
 from gpushare_stack.deviceplugin.environment import without_shim
+from gpushare_stack.extender.twins import container_sizes
 from gpushare_stack.request import ShareRequest, share_request
 
 UNEVEN_SPLIT = "uneven-split"
@@ -102,10 +103,10 @@ SHIM_FAULT_ENV = contract.ENV_SHIM_FAULT
 # stale-view: how long a bind waits between choosing cards and writing them, so binds
 # of a burst overlap and each chooses from a view without the others.
 STALE_VIEW_BIND_DELAY_S = 2.0
-# twins-at-once: binds in flight reach the API server in no fixed order (their calls
-# take what the network and the server give them); up to this long between a bind's
-# assume time and its Binding, drawn anew each bind, so twins are bound out of order.
-TWINS_BIND_JITTER_S = 0.5
+# twins-at-once: how long the first of two twins waits for the second to be bound
+# before it (twin_pairs.py); the scheduler sends the binds of pods queued together
+# well within it.
+TWINS_PAIR_WAIT_S = 2.0
 # ready-before-synced: how long the restarted extender's list of pods takes (a cluster
 # with many pods), while it already serves from the nodes alone.
 READY_BEFORE_SYNCED_LIST_S = 30.0
@@ -273,15 +274,10 @@ class IgnoreIntegerRule:
         return ignore_integer_rule(pod)
 
 
-class BindsAtOnce:
-    """Binds run at once, each on its own view of the node (``twins-at-once``), and
-    finish in no fixed order: a pod's Binding may reach the kubelet before that of a
-    twin assumed earlier, which the device plugin then serves the wrong cards."""
+class UnheldBinds:
+    """Binds run at once, each on its own view of the node: nothing waits for a twin."""
 
     fault = TWINS_AT_ONCE
-
-    def before_writing_bind(self, pod: str) -> None:
-        time.sleep(random.uniform(0.0, TWINS_BIND_JITTER_S))  # noqa: S311 (timing, not secrets)
 
     def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
         meta = pod.get("metadata") or {}
@@ -293,7 +289,33 @@ class BindsAtOnce:
         )
 
 
-class StaleView(BindsAtOnce):
+class BindsAtOnce(UnheldBinds):
+    """Twins are bound at once (``twins-at-once``), a later-assumed twin's Binding
+    before an earlier one's (``twin_pairs.py``), so the kubelet admits the later twin
+    while the earlier one is bound, and the device plugin serves it the wrong cards."""
+
+    twin_wait_s = TWINS_PAIR_WAIT_S
+
+    def _pairs(self) -> TwinPairs:
+        return self.__dict__.setdefault("_twin_pairs", TwinPairs(self.twin_wait_s))
+
+    def lock_node(self, core: Any, pod: Mapping[str, Any], node: str) -> None:
+        super().lock_node(core, pod, node)
+        meta = pod.get("metadata") or {}
+        self._pairs().begin((node, container_sizes(pod)), f"{meta.get('namespace')}/{meta.get('name')}")
+
+    def before_writing_bind(self, pod: str) -> None:
+        self._pairs().assumed()
+
+    def before_binding(self, pod: str) -> None:
+        self._pairs().before_binding()
+
+    def bind_finished(self, node: str) -> None:
+        self._pairs().finished()
+        super().bind_finished(node)  # type: ignore[misc]
+
+
+class StaleView(UnheldBinds):
     fault = STALE_VIEW
     reserves_assumed = False
 

@@ -72,6 +72,7 @@ class Binder:
             self.core.patch_namespaced_pod(
                 name, namespace, {"metadata": {"annotations": annotations}}, _content_type=MERGE_PATCH
             )
+            flavor.before_binding(f"{namespace}/{name}")
             self._create_binding(namespace, name, uid, node)
         except Exception:
             self.state.forget(uid)

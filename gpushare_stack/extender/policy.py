@@ -139,6 +139,9 @@ class ReferenceExtender:
     def before_writing_bind(self, pod: str) -> None:
         """Called between choosing a pod's cards and writing them (nothing to wait for)."""
 
+    def before_binding(self, pod: str) -> None:
+        """Called between writing a pod's cards and creating its Binding (nothing to wait for)."""
+
     # The informer: the cache is synced (the extender Ready and serving filter and bind)
     # only once it holds the nodes and every pod's annotations, so a restarted extender
     # never books a card a running pod holds.

@@ -108,10 +108,11 @@ def test_node_binds_are_one_at_a_time_per_node_and_independent_across_nodes():
     assert order == ["first", "second"]
 
 
-def test_the_fault_twins_at_once_binds_without_waiting():
+def _twins_at_once(wait_s: float) -> tuple[Binder, FakeCore, ClusterState]:
     from gpushare_doubles import faults, registry
 
     state, core = ClusterState(flavor=registry.extender(fault=faults.TWINS_AT_ONCE)), FakeCore()
+    state.flavor.twin_wait_s = wait_s
     state.upsert_node(
         {
             "metadata": {"name": "n", "annotations": {}},
@@ -120,9 +121,32 @@ def test_the_fault_twins_at_once_binds_without_waiting():
     )
     binder = Binder(state, None)
     binder.core = core
-    for name in ("first", "second"):
-        p = pod(name, 5)
+    for name, gib in (("first", 5), ("second", 5)):
+        p = pod(name, gib)
         core.pods[("default", name)] = p
         state.upsert_pod(p)
+    return binder, core, state
+
+
+def test_the_fault_twins_at_once_binds_without_waiting():
+    binder, core, _ = _twins_at_once(wait_s=0.05)
+    for name in ("first", "second"):
         binder.bind("default", name, f"uid-{name}", "n")
-    assert [b[1] for b in core.bindings] == ["first", "second"]
+    assert [b[1] for b in core.bindings] == ["first", "second"], "a twin with no partner in flight is bound alone"
+
+
+def test_the_fault_twins_at_once_binds_a_later_twin_before_an_earlier_one_in_flight():
+    binder, core, state = _twins_at_once(wait_s=10.0)
+    first = threading.Thread(target=binder.bind, args=("default", "first", "uid-first", "n"))
+    started = time.monotonic()
+    first.start()
+    while not core.patches and time.monotonic() - started < 5:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert [b[1] for b in core.bindings] == [], "the earlier twin waits for its partner"
+    assert [p[1] for p in core.patches] == ["first"], "the earlier twin's cards are written before it waits"
+    binder.bind("default", "second", "uid-second", "n")
+    first.join(timeout=5)
+    assert not first.is_alive()
+    assert time.monotonic() - started < 5, "the earlier twin went on once its partner was bound"
+    assert [b[1] for b in core.bindings] == ["second", "first"]
