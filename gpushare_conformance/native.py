@@ -18,6 +18,7 @@ ARTEFACTS = (
     "lib/libgpushare-shim-faults.so",
     "bin/nvidia-smi",
     "bin/gpushare-probe",
+    "toolkit/gpushare-mock-runtime",
 )
 
 

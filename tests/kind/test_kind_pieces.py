@@ -64,14 +64,17 @@ def test_two_inventories_differ_v100_and_t4():
 
 def test_mock_driver_staging_has_the_toolkit_layout(tmp_path):
     native = tmp_path / "native"
-    for rel in kindp.DRIVER_FILES:
+    for rel in (*kindp.DRIVER_FILES, kindp.LAUNCHER):
         (native / rel).parent.mkdir(parents=True, exist_ok=True)
         (native / rel).write_text(rel)
     toolkit = tmp_path / "gpushare-mock-runtime"
     toolkit.write_text("#!/usr/bin/python3 -IS\n")
     kindp.stage_mock_driver(native, toolkit, tmp_path / "driver")
-    for rel in (*kindp.DRIVER_FILES, "bin/gpushare-mock-runtime"):
+    for rel in (*kindp.DRIVER_FILES, "bin/gpushare-mock-runtime", "libexec/gpushare-mock-runtime"):
         assert os.access(tmp_path / "driver" / rel, os.X_OK), rel
+    # containerd runs the launcher; the launcher runs the program that edits a spec
+    assert (tmp_path / "driver" / "bin" / "gpushare-mock-runtime").read_text() == kindp.LAUNCHER
+    assert (tmp_path / "driver" / "libexec" / "gpushare-mock-runtime").read_text() == toolkit.read_text()
     conf = (tmp_path / "driver" / "runtime.conf").read_text()
     assert "runc=/usr/sbin/runc" in conf and f"inventory={kindp.NODE_INVENTORY_PATH}" in conf
 

@@ -24,6 +24,7 @@ from gpushare_conformance.fixtures.framework import evidence, submit
 from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_conformance.fixtures.providers.local import mockdriver
 from gpushare_conformance.fixtures.providers.local.cluster import DEFAULT_INVENTORY, MOCK_TOOLKIT
+from gpushare_conformance.fixtures.providers.toolkit_conf import LAUNCHER
 
 DRIVER_FILES = (
     "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
@@ -58,6 +59,8 @@ def test_installer_lays_out_the_driver_and_a_working_wrapper(tmp_path, native_bu
     assert wrapper == driver / "bin" / "gpushare-mock-runtime" and os.access(wrapper, os.X_OK)
     for rel in mockdriver.DRIVER_FILES:
         assert (driver / rel).read_bytes() == (native_build / rel).read_bytes()
+    assert wrapper.read_bytes() == (native_build / LAUNCHER).read_bytes()
+    assert mockdriver.toolkit_program_path(driver).read_bytes() == MOCK_TOOLKIT.read_bytes()
     assert inventory.read_text() == DEFAULT_INVENTORY.read_text()
     conf = (driver / "runtime.conf").read_text()
     assert f"inventory={inventory}\n" in conf and "runc=/" in conf

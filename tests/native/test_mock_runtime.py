@@ -289,9 +289,11 @@ def test_bad_runtime_conf_is_named(tmp_path):
 def installed(tmp_path: Path, seed_inventory: Path, native_root: Path) -> dict[str, Path]:
     """A driver directory as the local provider installs it, with a recording runc."""
     drv = tmp_path / "driver"
-    (drv / "bin").mkdir(parents=True)
-    (drv / "lib").mkdir()
-    shutil.copy2(SCRIPT, drv / "bin" / "gpushare-mock-runtime")
+    for sub in ("bin", "lib", "libexec"):
+        (drv / sub).mkdir(parents=True)
+    # As on a node: the launcher is what containerd runs, the program edits the specs.
+    shutil.copy2(native_root / "toolkit" / "gpushare-mock-runtime", drv / "bin" / "gpushare-mock-runtime")
+    shutil.copy2(SCRIPT, drv / "libexec" / "gpushare-mock-runtime")
     for rel in ("lib/libnvidia-ml.so.1", "lib/libcuda.so.1", "bin/nvidia-smi"):
         shutil.copy2(native_root / rel, drv / rel)
     record = tmp_path / "runc-called"
@@ -458,6 +460,54 @@ def test_missing_inventory_and_config_are_named(installed):
     result = _run(installed, "state", "cid")
     assert result.returncode == 1
     assert f"gpushare-mock-runtime: cannot read {installed['drv'] / 'runtime.conf'}" in result.stderr
+
+
+def _break_the_program(installed) -> None:
+    program = installed["drv"] / "libexec" / "gpushare-mock-runtime"
+    program.write_text("#!/bin/sh\necho the toolkit program ran >&2\nexit 3\n")
+
+
+@pytest.mark.parametrize("args", [["start", "cid"], ["--root", "/r", "delete", "--force", "cid"], ["state", "cid"]])
+def test_commands_with_no_spec_go_straight_to_runc(installed, args):
+    """containerd runs the wrapper for every runc command: only create, run and exec
+    start the program that edits specs."""
+    _break_the_program(installed)
+    result = _run(installed, *args)
+    assert result.returncode == 0, result.stderr
+    assert _called(installed) == args
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["create", "--bundle", "/b", "cid"], ["--log", "state", "run", "cid"], ["exec", "cid", "true"], ["--version"]],
+)
+def test_commands_that_may_edit_a_spec_go_to_the_toolkit_program(installed, args):
+    _break_the_program(installed)
+    result = _run(installed, *args)
+    assert result.returncode == 3 and "the toolkit program ran" in result.stderr, (args, result.stderr)
+    assert not installed["record"].exists()
+
+
+@pytest.mark.parametrize(
+    "conf, says",
+    [
+        ("runc={runc}\ninventory={inventory}\ncolour=blue\n", "expected runc=PATH, inventory=PATH"),
+        ("runc=runc\ninventory={inventory}\n", "runc= must be an absolute path, got 'runc'"),
+        ("runc={runc}\n", "inventory= must be an absolute path, got None"),
+        (
+            "runc={runc}\ninventory={inventory}\naccept-nvidia-visible-devices-as-volume-mounts=yes\n",
+            "must be true or false, got 'yes'",
+        ),
+        ("runc=/nonexistent/runc\ninventory={inventory}\n", "cannot run /nonexistent/runc"),
+    ],
+    ids=["unknown-key", "relative-runc", "no-inventory", "bad-switch", "runc-missing"],
+)
+def test_a_state_under_a_config_the_launcher_doubts_gets_the_programs_error(installed, tmp_path, conf, says):
+    runc = (installed["drv"] / "runtime.conf").read_text().split("runc=")[1].split()[0]
+    (installed["drv"] / "runtime.conf").write_text(conf.format(runc=runc, inventory=installed["inventory"]))
+    result = _run(installed, "state", "cid")
+    assert result.returncode == 1 and says in result.stderr, result.stderr
+    assert not installed["record"].exists()
 
 
 def test_runc_starts_with_sigpipe_and_sigxfsz_not_ignored(installed):
