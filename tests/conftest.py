@@ -116,14 +116,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # What the tests' child pytest processes (the whole-suite runs, the mutation cases, the
-# CLI's tests) leave out: hypothesis's pytest plugin imports all of hypothesis at every
-# start, about 0.8 s of CPU in each of some two hundred children, and no child runs a
-# property test. The test command's own processes, started before this, keep it.
-CHILD_PYTEST_ADDOPTS = "-p no:hypothesispytest"
+# CLI's tests) leave out, plugins of this dev environment that no child uses and that
+# import a library at every start: hypothesis's (all of hypothesis, about 0.8 s of CPU)
+# and pytest-kind's (pykube and requests: a child's start took 0.95 s of CPU with it,
+# 0.55 s without), in each of some two hundred children. No child runs a property test
+# or a pytest-kind fixture (tests/suite/test_beside_other_plugins.py runs its own
+# children beside pytest-kind). The test command's own processes, started before this,
+# keep both.
+CHILD_PYTEST_ADDOPTS = "-p no:hypothesispytest -p no:pytest-kind"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def children_without_hypothesis():
+def children_without_unused_plugins():
     patch = pytest.MonkeyPatch()
     patch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {CHILD_PYTEST_ADDOPTS}".strip())
     yield
