@@ -106,7 +106,7 @@ STALE_VIEW_BIND_DELAY_S = 2.0
 # twins-at-once: how long the first of two twins waits for the second to be bound
 # before it (twin_pairs.py); the scheduler sends the binds of pods queued together
 # well within it.
-TWINS_PAIR_WAIT_S = 2.0
+TWINS_PAIR_WAIT_S = 1.0
 # ready-before-synced: how long the restarted extender's list of pods takes (a cluster
 # with many pods), while it already serves from the nodes alone.
 READY_BEFORE_SYNCED_LIST_S = 30.0

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -108,6 +109,10 @@ def test_an_unrelated_project_sees_no_trace_of_the_plugin(tmp_path):
     (project / "test_other.py").write_text(UNRELATED_TESTS)
     (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: the other project's own marker\n")
 
+    # The other project's own environment: none of the options this test command gives
+    # its children (tests/conftest.py leaves pytest-kind out of them).
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+
     def pytest_run(*extra: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--keep-cluster", *extra],
@@ -115,6 +120,7 @@ def test_an_unrelated_project_sees_no_trace_of_the_plugin(tmp_path):
             capture_output=True,
             text=True,
             timeout=300,
+            env=env,
         )
 
     with_plugin, without = pytest_run(), pytest_run("-p", "no:gpushare_conformance")
@@ -132,5 +138,6 @@ def test_an_unrelated_project_sees_no_trace_of_the_plugin(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     ).stdout
     assert "kind_cluster" in fixtures_list, "pytest-kind's fixture is gone"
