@@ -243,7 +243,7 @@ CASES = [
             # admits the later twin while the earlier is bound, and the device plugin
             # serves it the earlier twin's cards. The check's whole-card twins, created
             # at once, sit one per card, so any confusion shows: caught in the first of
-            # its 3 rounds in 5 runs of 5 on the local cluster, 4 of them with both cores
+            # its 3 rounds in 9 runs of 9 on the local cluster, 7 of them with both cores
             # kept busy (random bind delays instead were missed on a busy machine).
             f"{BURST}::test_a_burst_that_fills_a_node_runs_and_overbooks_no_card": r"pod_sees_its_cards\[(?:burst|twin-\d)-\d+\]: (?:burst|twin-\d)-\d+ was recorded on card\(s\) \d+; nvidia-smi in it shows: \['GPU-[0-9a-f-]+'\], want \['GPU-[0-9a-f-]+'\]",
         },
