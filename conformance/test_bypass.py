@@ -335,7 +335,7 @@ def test_a_pod_created_with_another_pods_allocation_gets_no_card(suite):
     forged["spec"]["nodeName"] = node  # past the scheduler, straight to the kubelet
     if suite.profile.dra is not None:
         # Under DRA the allocation lives in the holder's claim: the pod names that claim.
-        claims = dra.claim_names(suite.kube.raw_pod(suite.namespace, holder))
+        claims = dra.claim_names(suite.kube.pod(suite.namespace, holder))
         forged.pop(submit.COMPANIONS, None)
         forged["spec"]["resourceClaims"] = [{"name": CLAIM_REFERENCE, "resourceClaimName": claims[0]}]
         copied = {f"resourceClaimName: {claims[0]}": ""}
