@@ -110,3 +110,36 @@ def test_the_wait_names_what_is_missing_or_still_waited_for():
     stuck = SimpleNamespace(apps=FakeApps([([deployment(available=0)], [daemonset()])]))
     with pytest.raises(WaitTimeout, match="0 of 1 updated replicas are available"):
         rollout.wait_rolled_out(stuck, "ns", timeout=0.5)
+
+
+class NamespacedApps:
+    """Deployments and DaemonSets by namespace, as the API lists them; counts the lists."""
+
+    def __init__(self, objects: dict[str, tuple[list[str], list[str]]]) -> None:
+        self.objects, self.lists = objects, 0
+
+    def _reply(self, names: list[str]) -> SimpleNamespace:
+        self.lists += 1
+        return SimpleNamespace(data=json.dumps({"items": [{"metadata": {"name": n}} for n in names]}).encode())
+
+    def list_namespaced_deployment(self, namespace, _preload_content=True):
+        return self._reply(self.objects.get(namespace, ([], []))[0])
+
+    def list_namespaced_daemon_set(self, namespace, _preload_content=True):
+        return self._reply(self.objects.get(namespace, ([], []))[1])
+
+
+def test_the_running_stacks_are_read_in_one_list_of_each_kind_per_namespace():
+    from gpushare_conformance.fixtures.framework import stacks
+
+    namespaces = {spec.namespace for spec in stacks.STACKS.values()}
+    reference = stacks.STACKS["reference"]
+    plugin = next(w.split("/", 1)[1] for w in reference.workloads if w.startswith("daemonset/"))
+    # Only the reference stack's device plugin is left (its extender being replaced).
+    apps = NamespacedApps({reference.namespace: ([], [plugin]), "elsewhere": (["gpushare-extender"], [])})
+    assert stacks.running_stacks(SimpleNamespace(apps=apps)) == ["reference"]
+    assert apps.lists == 2 * len(namespaces)
+    hami = stacks.STACKS["hami-like"]
+    apps = NamespacedApps({hami.namespace: ([w.split("/", 1)[1] for w in hami.workloads if "deployment/" in w], [])})
+    assert stacks.running_stacks(SimpleNamespace(apps=apps)) == ["hami-like"]
+    assert stacks.running_stacks(SimpleNamespace(apps=NamespacedApps({}))) == []
