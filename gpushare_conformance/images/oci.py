@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
 from dataclasses import dataclass, field
@@ -206,13 +207,28 @@ def import_archives(ctr: list[str], archives: list[Path], progress=print) -> dic
         if digest and refs and all(current.get(ref) == f"sha256:{digest}" for ref in refs):
             continue
         progress(f"importing {archive.name} ({', '.join(refs)} -> sha256:{(digest or '?')[:12]})")
-        result = subprocess.run(
-            [*ctr, "images", "import", "--no-unpack=false", str(archive)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-        )
+        result = _ctr_import(ctr, archive)
+        if result.returncode != 0 and SNAPSHOT_COLLECTED.search(result.stdout):
+            # containerd's garbage collector removed a layer's snapshot between the
+            # import's look and its use (an image removed just before, as a test that
+            # pulls and forgets one does; containerd issues 2382 and 3787): the second
+            # import extracts that layer again.
+            progress(f"ctr images import {archive.name}: {SNAPSHOT_COLLECTED.search(result.stdout).group(0)}; again")
+            result = _ctr_import(ctr, archive)
         if result.returncode != 0:
             raise RuntimeError(f"ctr images import {archive} failed: {result.stdout.strip()}")
     return ctr_image_digests(ctr)
+
+
+# What ctr says when a snapshot it found a moment before was collected meanwhile.
+SNAPSHOT_COLLECTED = re.compile(r"parent snapshot \S+ does not exist: not found|missing parent \S+ bucket: not found")
+
+
+def _ctr_import(ctr: list[str], archive: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*ctr, "images", "import", "--no-unpack=false", str(archive)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
