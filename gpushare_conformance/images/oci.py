@@ -193,6 +193,10 @@ def ctr_image_digests(ctr: list[str]) -> dict[str, str]:
     return digests
 
 
+# What ctr says when a snapshot it found a moment before was collected meanwhile.
+SNAPSHOT_COLLECTED = re.compile(r"parent snapshot \S+ does not exist: not found|missing parent \S+ bucket: not found")
+
+
 def import_archives(ctr: list[str], archives: list[Path], progress=print) -> dict[str, str]:
     """Import each archive unless every reference it names already points at its manifest.
 
@@ -208,20 +212,17 @@ def import_archives(ctr: list[str], archives: list[Path], progress=print) -> dic
             continue
         progress(f"importing {archive.name} ({', '.join(refs)} -> sha256:{(digest or '?')[:12]})")
         result = _ctr_import(ctr, archive)
-        if result.returncode != 0 and SNAPSHOT_COLLECTED.search(result.stdout):
+        collected = SNAPSHOT_COLLECTED.search(result.stdout) if result.returncode != 0 else None
+        if collected:
             # containerd's garbage collector removed a layer's snapshot between the
             # import's look and its use (an image removed just before, as a test that
             # pulls and forgets one does; containerd issues 2382 and 3787): the second
             # import extracts that layer again.
-            progress(f"ctr images import {archive.name}: {SNAPSHOT_COLLECTED.search(result.stdout).group(0)}; again")
+            progress(f"ctr images import {archive.name}: {collected.group(0)}; again")
             result = _ctr_import(ctr, archive)
         if result.returncode != 0:
             raise RuntimeError(f"ctr images import {archive} failed: {result.stdout.strip()}")
     return ctr_image_digests(ctr)
-
-
-# What ctr says when a snapshot it found a moment before was collected meanwhile.
-SNAPSHOT_COLLECTED = re.compile(r"parent snapshot \S+ does not exist: not found|missing parent \S+ bucket: not found")
 
 
 def _ctr_import(ctr: list[str], archive: Path) -> subprocess.CompletedProcess:
