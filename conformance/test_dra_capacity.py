@@ -50,7 +50,7 @@ def _shareable(device: dict, spelling) -> str:
 
 def _node_results(suite, node_devices: set[tuple[str, str]], driver: str) -> dict[tuple[str, str], list[dict]]:
     """Every allocated share of the node's devices, cluster-wide: (pool, device) -> results."""
-    claims = json.loads(suite.kube.resource.list_resource_claim_for_all_namespaces(_preload_content=False).data)
+    claims = suite.kube.raw(suite.kube.resource.list_resource_claim_for_all_namespaces)
     found: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for claim in claims.get("items") or []:
         meta = claim.get("metadata") or {}
