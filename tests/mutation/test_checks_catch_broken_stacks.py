@@ -439,14 +439,14 @@ def test_checks_fail_on_a_stack_with_the_fault(
         )
 
     checks = [*case.must_fail, case.control]
-    # The checks run side by side where they can (placed on cards apart, as in a run).
-    workers = ["-n", str(len(checks))] if len(checks) > 1 else []
+    # The checks one after another in one process: a case's few checks are short or must
+    # run alone, so xdist's workers (about 1 s of CPU and 2 s of wall each to start) cost
+    # more than running side by side saves (docs/suite.md, "Where the test command's time goes").
     argv = [
         sys.executable,
         "-m",
         "pytest",
         *checks,
-        *workers,
         "--gpushare-cluster",
         suite_options.cluster,
         "--gpushare-keep-cluster-up",
