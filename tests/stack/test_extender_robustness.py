@@ -167,7 +167,9 @@ def test_connections_held_slow_or_oversized_never_keep_the_scheduler_waiting():
             slowest = max(slowest, time.monotonic() - started)
             assert status == 200 and body["NodeNames"] == ["gpu-a"], body
             time.sleep(0.1)
-        assert slowest < 0.5, f"a filter took {slowest:.3f} s while 350 connections were held"
+        # Waiting on a held connection would take until its deadline (8 s); a quarter of it
+        # leaves room for a machine busy with other tests (0.512 s was seen under load).
+        assert slowest < deadline_s / 4, f"a filter took {slowest:.3f} s while 350 connections were held"
         # Every held connection is past its deadline once deadline_s has gone by since the last was opened.
         time.sleep(max(0.0, all_opened + deadline_s + 0.5 - time.monotonic()))
         for name, group, answer in (("dribbling", dribbling, b""), ("half-body", half_body, b"HTTP/1.1 408")):
