@@ -68,7 +68,8 @@ def _make(target: str | None, build: str) -> None:
         raise NativeBuildError("gcc not found: install it (Debian package 'gcc') to build native/")
     if shutil.which("make") is None:
         raise NativeBuildError("make not found: install it (Debian package 'make') to build native/")
-    cmd = ["make", "-C", str(source_dir()), f"BUILD={build}"]
+    # One compiler per core: the files are independent, and a clean clone builds them all.
+    cmd = ["make", f"-j{os.cpu_count() or 1}", "-C", str(source_dir()), f"BUILD={build}"]
     if target:
         cmd.append(target)
     proc = subprocess.run(cmd, capture_output=True, text=True)
