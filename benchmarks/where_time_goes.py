@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'folder':<22} {'tests':>6} {'seconds':>8} {'share':>6}")
     for folder, times in sorted(per_folder.items(), key=lambda kv: -sum(kv[1])):
         print(f"{folder:<22} {len(times):>6} {sum(times):>8.0f} {100 * sum(times) / max(serial, 1):>5.1f}%")
-    print("\nstreams (each runs in order on one worker; the rest fill the other):")
+    print("\nstreams (each runs in order on one worker; the tests of no cluster fill the workers done):")
     for stream, seconds in sorted(per_stream.items(), key=lambda kv: -kv[1]):
         print(f"{stream:<22} {seconds:>8.0f} s")
     print(f"\nslowest {args.top}:")

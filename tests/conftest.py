@@ -1,19 +1,19 @@
-"""The test command's two streams, and the fixtures of the tests that switch the local
-cluster's stack (tests/peers, tests/dra): the session's local provider and a way to
-switch its stack.
+"""The test command's three streams, and the fixtures of the tests that switch a
+cluster's stack (tests/dra on the local cluster, tests/peers on their own: see
+tests/peers/conftest.py): the session's local provider and a way to switch its stack.
 
-The README's test command runs on two pytest-xdist workers: every test of the session's
-local cluster is one unit of work, run in order by one worker (they share the cluster
-and restart, switch or fill it), and the whole suite on kind another, followed on the
-same kind cluster by the mutation cases (RUN_BY_A_CHILD); the other worker takes the
-kind cluster's and then every test that touches no cluster. So the kind run, the
-mutation cases and the unit tests go on while the local cluster is busy. Without ``-n``
-nothing changes.
+The README's test command runs on three pytest-xdist workers: every test of the
+session's local cluster is one unit of work, run in order by one worker (they share the
+cluster and restart, switch or fill it); the whole suite on kind another, followed on
+the same kind cluster by the mutation cases (RUN_BY_A_CHILD); the peer flavors on a
+one-node kind cluster of their own a third. A worker done with its stream takes the
+tests that touch no cluster. So the kind run, the mutation cases, the peers and the
+unit tests go on while the local cluster is busy. Without ``-n`` nothing changes.
 
 The local stream runs the tests on the reference stack first, then the tests of each
 stack it switches to, together (``@pytest.mark.on_stack``, ON_STACK_ORDER): each stack
 is deployed once, and the reference stack comes back once, at the end, when the cluster
-stays up.
+stays up. The peers' stream likewise runs each flavor's tests together.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gpushare_conformance.fixtures.framework.ordering import uses_cluster
 from gpushare_conformance.fixtures.framework.progress import progress_printer
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
 
-LOCAL_CLUSTER, KIND_CLUSTER = "local-cluster", "kind-cluster"
+LOCAL_CLUSTER, KIND_CLUSTER, PEER_CLUSTER = "local-cluster", "kind-cluster", "peer-cluster"
 # Where the tests of each cluster live (paths from the repository root). A test that is
 # end-to-end or asks for the ``cluster`` fixture anywhere else is refused at collection.
 STREAMS = {
@@ -36,10 +36,11 @@ STREAMS = {
         "tests/local/",
         # The cases (the fault switches beside them need no cluster: either worker runs them).
         "tests/mutation/test_checks_catch_broken_stacks.py",
-        "tests/peers/",
         "tests/dra/",
         "tests/report/test_allure_html.py",
     ),
+    # The peer flavors, on a one-node kind cluster of their own (tests/peers/conftest.py).
+    PEER_CLUSTER: ("tests/peers/",),
 }
 
 
@@ -153,13 +154,13 @@ def stack_switcher(kube, provider, pytestconfig, suite_options):
     timeouts = Timeouts()
 
     def use(name: str) -> list[dict]:
-        return stacks.use_stack(kube, provider, name, progress, timeouts)
+        return stacks.use_stack(kube, stacks.LocalStackHost(provider), name, progress, timeouts)
 
     try:
         yield use
     finally:
         if suite_options.keep_cluster:
-            stacks.use_stack(kube, provider, "reference", progress, timeouts)
+            stacks.use_stack(kube, stacks.LocalStackHost(provider), "reference", progress, timeouts)
 
 
 @pytest.fixture
@@ -173,7 +174,7 @@ def switch(stack_switcher, request):
         if name != named:
             pytest.fail(
                 f"{request.node.nodeid} switches to the {name} stack but is marked on_stack({named!r}): "
-                f"mark it @pytest.mark.{ON_STACK}({name!r}) so the local stream runs it with that stack's tests"
+                f"mark it @pytest.mark.{ON_STACK}({name!r}) so its stream runs it with that stack's tests"
             )
         return stack_switcher(name)
 

@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from filelock import FileLock
+
 from gpushare_conformance.fixtures.providers.versions import DEFAULT, KubernetesRelease
 from gpushare_conformance.images.build import REPO, _pause_layer, cache_dir
 from gpushare_conformance.images.oci import ImageConfig, layer_from_directory, write_archive
@@ -280,11 +282,18 @@ def build_kind_node_image(
     rebuild: bool = False,
     release: KubernetesRelease = DEFAULT,
 ) -> str:
-    """Build (or reuse) the node image of ``release``; returns its reference."""
-    image = node_image(release)
+    """Build (or reuse) the node image of ``release``; returns its reference. Two
+    bring-ups at once (the test command's kind clusters) build it once: the second waits."""
     check_docker(docker)
     if os.geteuid() != 0:
         raise KindNodeImageError("building the kind node image needs root (debootstrap, chroot, device nodes)")
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache_dir() / f"kind-node-image-{release.version}.lock")):
+        return _build_kind_node_image(progress, docker, rebuild, release)
+
+
+def _build_kind_node_image(progress: Progress, docker: str, rebuild: bool, release: KubernetesRelease) -> str:
+    image = node_image(release)
     progress("kind node image: Kubernetes binaries (ci/build-kubernetes.sh, cached)")
     kube_bin = _script_output([str(REPO / "ci" / "build-kubernetes.sh")], "ci/build-kubernetes.sh", release)
     progress("kind node image: kubeadm (ci/build-kubernetes.sh --kubeadm, cached)")

@@ -41,6 +41,35 @@ def test_config_has_control_plane_and_gpu_workers_with_their_own_mounts(tmp_path
         assert mounts[kindp.NODE_DRIVER_DIR] == str(tmp_path / name / "mock-driver")
 
 
+def test_inventories_are_writable_and_the_drivers_read_only(tmp_path):
+    """A run of the ``existing`` provider turns a card sick by writing the node's
+    inventory through a privileged pod; the mock driver stays the node's own."""
+    for worker in kindp.kind_config(tmp_path / "sched.yaml", _workers(tmp_path))["nodes"][1:]:
+        read_only = {m["containerPath"]: m.get("readOnly", False) for m in worker["extraMounts"]}
+        assert read_only == {kindp.NODE_INVENTORY_PATH: False, kindp.NODE_DRIVER_DIR: True}
+
+
+def test_a_one_node_cluster_puts_the_gpus_on_its_control_plane(tmp_path):
+    gpu = _workers(tmp_path)[0]
+    config = kindp.kind_config(tmp_path / "sched.yaml", [], gpu_control_plane=gpu)
+    (cp,) = config["nodes"]
+    assert cp["role"] == "control-plane" and "labels" not in cp, "the stack deployed on it labels it"
+    mounts = {m["containerPath"]: m["hostPath"] for m in cp["extraMounts"]}
+    assert mounts == {
+        kindp.SCHEDULER_CONFIG_PATH: str(tmp_path / "sched.yaml"),
+        kindp.NODE_INVENTORY_PATH: str(tmp_path / "worker-1" / "inventory.yaml"),
+        kindp.NODE_DRIVER_DIR: str(tmp_path / "worker-1" / "mock-driver"),
+    }
+    provider = kindp.KindProvider(
+        cluster_name="peers",
+        worker_inventories=[kindp.DEFAULT_INVENTORY, kindp.SECOND_INVENTORY],
+        gpu_control_plane=True,
+    )
+    assert provider.worker_inventories == [kindp.DEFAULT_INVENTORY], "one node: the first inventory only"
+    assert provider.gpu_node_name(0) == "peers-control-plane"
+    assert kindp.KindProvider(cluster_name="c").gpu_node_name(1) == "c-worker2"
+
+
 def test_scheduler_patch_points_kube_scheduler_at_the_extender_config(tmp_path):
     config = kindp.kind_config(tmp_path / "sched.yaml", [])
     patches = [yaml.safe_load(p) for p in config["nodes"][0]["kubeadmConfigPatches"]]

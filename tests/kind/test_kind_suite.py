@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from docker_users import docker_in_use
 from judged_runs import unplaced_checks
 
 pytestmark = [pytest.mark.e2e]
@@ -59,16 +60,10 @@ def _junit_counts(path: Path) -> tuple[ET.Element, dict[str, int]]:
 @pytest.fixture(scope="module")
 def docker_daemon():
     """Docker for kind: started by ci/docker-service.sh when not running, stopped
-    again afterwards (and then nothing of it may be left)."""
-    status = _run(["bash", "ci/docker-service.sh", "status"]).stdout.strip()
-    started = status == "stopped"
-    if started:
-        result = _run(["bash", "ci/docker-service.sh", "start"], timeout=120)
-        assert result.returncode == 0, f"ci/docker-service.sh start failed:\n{result.stderr}"
-    yield
-    if started:
-        result = _run(["bash", "ci/docker-service.sh", "stop"], timeout=120)
-        assert result.returncode == 0, f"ci/docker-service.sh stop left something behind:\n{result.stderr}"
+    again after its last user (tests/peers runs a kind cluster beside this one) and
+    then nothing of it may be left (tests/docker_users.py)."""
+    with docker_in_use():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,8 @@
-"""The peer-like stacks deploy on the local cluster and behave as their peers do.
+"""The peer-like stacks deploy and behave as their peers do.
 
-On the session's local cluster, switch to each peer flavor of the reference stack
-(fixtures/framework/stacks.py: manifests/overlays/peers/*), run one pod spelled as
-that peer wants it, and check what the pod got; the reference stack is put back at
-the end of the session when the cluster stays up, also when a case fails (tests/conftest.py).
+On the peers' one-node kind cluster (tests/peers/conftest.py), switch to each peer
+flavor of the reference stack (fixtures/framework/stacks.py: manifests/overlays/peers/*),
+run one pod spelled as that peer wants it, and check what the pod got.
 
 - gpushare-like: ``aliyun.com/gpu-mem: 8`` with label ``aliyun.com/gpu-count: "2"`` gets
   ONE card (the label means nothing to gpushare) and no isolation: nvidia-smi shows the
@@ -12,7 +11,7 @@ the end of the session when the cluster stays up, also when a case fails (tests/
   4096 MiB each in nvidia-smi, and a process sees about 300 MiB of the share taken by
   its own CUDA context, as under HAMi-core.
 
-    flock /tmp/gpushare-cluster.lock .venv/bin/python -m pytest tests/peers -q -p no:cacheprovider --gpushare-keep-cluster-up
+    .venv/bin/python -m pytest tests/peers -q -p no:cacheprovider
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ table it must give.
 
 No other sharing stack can be built here, so each peer is a flavor of the reference
 stack that behaves as the peer documents (gpushare_doubles/flavors): deployed on the
-session's local cluster (tests/peers/conftest.py switches it, and always puts the
-reference stack back), then judged by ``gpushare-conformance run --cluster existing
---stack <profile> -- --gpushare-mock-nvml``, exactly the command of docs/suite.md.
+peers' own one-node kind cluster (tests/peers/conftest.py), then judged by
+``gpushare-conformance run --cluster existing --kubeconfig <its kubeconfig> --stack
+<profile> -- --gpushare-mock-nvml``, exactly the command of docs/suite.md.
 
 - gpushare-like (profile ``gpushare``): one card per pod, the gpu-count label ignored,
   no isolation. Single-card scheduling rules PASS; the multi-card rules FAIL with what

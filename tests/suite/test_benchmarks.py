@@ -119,5 +119,5 @@ def test_where_time_goes_adds_up_folders_and_the_streams_of_the_test_command(tmp
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     assert "wall 100 s, serial 145 s, 4 tests" in out, out
     assert re.search(r"tests/peers\s+1\s+60\s+41\.4%", out), out
-    for stream, seconds in (("local-cluster", 90), ("kind-cluster", 50), ("no cluster", 5)):
+    for stream, seconds in (("local-cluster", 30), ("peer-cluster", 60), ("kind-cluster", 50), ("no cluster", 5)):
         assert re.search(rf"{stream}\s+{seconds} s", out), out

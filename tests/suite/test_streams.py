@@ -13,9 +13,10 @@ REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("tests_conftest", REPO / "tests" / "conftest.py")
 streams = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(streams)
-KIND_CLUSTER, LOCAL_CLUSTER, RUN_BY_A_CHILD, stream_of = (
+KIND_CLUSTER, LOCAL_CLUSTER, PEER_CLUSTER, RUN_BY_A_CHILD, stream_of = (
     streams.KIND_CLUSTER,
     streams.LOCAL_CLUSTER,
+    streams.PEER_CLUSTER,
     streams.RUN_BY_A_CHILD,
     streams.stream_of,
 )
@@ -24,7 +25,8 @@ MUTATION = "tests/mutation/test_checks_catch_broken_stacks.py"
 
 def test_each_cluster_test_belongs_to_its_clusters_stream():
     assert stream_of("tests/kind/test_kind_suite.py::test_suite_passes_on_kind_with_two_gpu_workers") == KIND_CLUSTER
-    assert stream_of("tests/peers/test_peer_verdicts.py::test_x") == LOCAL_CLUSTER
+    assert stream_of("tests/peers/test_peer_verdicts.py::test_x") == PEER_CLUSTER
+    assert stream_of("tests/dra/test_dra_stack.py::test_x") == LOCAL_CLUSTER
     assert stream_of(f"{MUTATION}::test_checks_fail_on_a_stack_with_the_fault[no-isolation]") == LOCAL_CLUSTER
     assert stream_of("tests/suite/test_placement.py::test_x") is None
     # The fault switches' unit tests touch no cluster: they need not wait for the local stream.
@@ -55,11 +57,12 @@ def test_the_test_command_leaves_the_mutation_cases_to_the_kind_run_and_a_named_
     assert len([n for n in named if n.startswith(MUTATION)]) > 20, named[-5:]
 
 
-def test_the_local_stream_runs_each_stacks_tests_together_so_it_switches_once_per_stack():
+def test_each_stream_runs_each_stacks_tests_together_so_it_switches_once_per_stack():
     """In the test command's order, the local stream's tests on the reference stack come
-    first, then each stack's tests together (tests/conftest.py ON_STACK_ORDER): a stack
-    the stream left is never switched to again."""
-    local = [n for n in _collected() if stream_of(n) == LOCAL_CLUSTER]
+    first, then the DRA driver's (tests/conftest.py ON_STACK_ORDER); the peers' stream
+    runs the gpushare-like flavor's tests, then the hami-like one's: a stack a stream
+    left is never switched to again."""
+    collected = _collected()
     stack_of = {
         "tests/dra/": "dra",
         "tests/peers/test_peer_stacks_deploy.py::test_gpushare_like": "gpushare-like",
@@ -67,7 +70,14 @@ def test_the_local_stream_runs_each_stacks_tests_together_so_it_switches_once_pe
         "tests/peers/test_peer_stacks_deploy.py::test_hami_like": "hami-like",
         "tests/peers/test_peer_verdicts.py::test_hami_like": "hami-like",
     }
-    order = [next((s for prefix, s in stack_of.items() if n.startswith(prefix)), "reference") for n in local]
-    runs = [s for i, s in enumerate(order) if i == 0 or order[i - 1] != s]
-    assert runs == list(streams.ON_STACK_ORDER), f"the local stream switches stacks in the order {runs}"
+
+    def switches(stream: str) -> tuple[list[str], list[str]]:
+        tests = [n for n in collected if stream_of(n) == stream]
+        order = [next((s for prefix, s in stack_of.items() if n.startswith(prefix)), "reference") for n in tests]
+        return [s for i, s in enumerate(order) if i == 0 or order[i - 1] != s], order
+
+    local, _ = switches(LOCAL_CLUSTER)
+    assert local == ["reference", "dra"], f"the local stream switches stacks in the order {local}"
+    peers, order = switches(PEER_CLUSTER)
+    assert peers == ["gpushare-like", "hami-like"], f"the peers' stream switches stacks in the order {peers}"
     assert order.count("gpushare-like") == order.count("hami-like") == 2, order
