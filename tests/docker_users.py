@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
+
+from gpushare_conformance.fixtures.framework.placement import pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 STATE = Path("/run/gpushare-conformance/docker-users.json")
@@ -27,22 +30,15 @@ def _service(action: str) -> subprocess.CompletedProcess:
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _read() -> dict:
     try:
         state = json.loads(STATE.read_text())
     except (OSError, ValueError):
         state = {}
-    return {"started": bool(state.get("started")), "users": [p for p in state.get("users", []) if _alive(p)]}
+    # A user is [pid, token]: one process may use Docker twice at once (tests/kind's module
+    # and tests/peers' session in one pytest process), each use leaving on its own.
+    users = [u for u in state.get("users", []) if isinstance(u, list) and len(u) == 2 and pid_alive(u[0])]
+    return {"started": bool(state.get("started")), "users": users}
 
 
 def _write(state: dict) -> None:
@@ -54,7 +50,7 @@ def docker_in_use() -> Iterator[None]:
     """Within, Docker runs (started if it was stopped and no one else uses it)."""
     STATE.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(STATE.with_suffix(".lock")))
-    me = os.getpid()
+    me = [os.getpid(), uuid.uuid4().hex]
     with lock:
         state = _read()
         if not state["users"]:
@@ -69,7 +65,7 @@ def docker_in_use() -> Iterator[None]:
     finally:
         with lock:
             state = _read()
-            state["users"] = [p for p in state["users"] if p != me]
+            state["users"] = [u for u in state["users"] if u != me]
             stop = not state["users"] and state["started"]
             if stop:
                 state["started"] = False
