@@ -13,9 +13,14 @@ if [[ ! -x .venv/bin/python ]]; then
   step "creating .venv"
   python3 -m venv .venv
 fi
-step "installing the project into .venv"
-.venv/bin/python -m pip install --quiet --upgrade pip >&2
-.venv/bin/python -m pip install --quiet -e '.[dev]' >&2
+step "installing the project into .venv (uv: a clean clone's install takes 5 s, pip's 14 s)"
+uv_version=0.13.10
+if [[ "$(.venv/bin/uv --version 2>/dev/null)" != "uv $uv_version"* ]]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$uv_version" >&2
+fi
+# pip stays in .venv, upgraded: the tests install wheels into fresh venvs with
+# ``pip --python`` and set-up downloads wheels with it below.
+.venv/bin/uv pip install --quiet --python .venv/bin/python --upgrade pip -e '.[dev]' >&2
 # testing-cabal's fixtures, for the test that installs it beside this project.
 CACHE="${GPUSHARE_CACHE:-/var/cache/gpushare-conformance}"
 source ci/cache-lock.sh
