@@ -5,8 +5,9 @@ tests/peers/conftest.py): the session's local provider and a way to switch its s
 The README's test command runs on three pytest-xdist workers: every test of the
 session's local cluster is one unit of work, run in order by one worker (they share the
 cluster and restart, switch or fill it); the whole suite on kind another, followed on
-the same kind cluster by the mutation cases (RUN_BY_A_CHILD); the peer flavors on a
-one-node kind cluster of their own a third. A worker done with its stream takes the
+the same kind cluster by its share of the mutation cases (tests/mutation_shares.py: the
+local stream runs the others); the peer flavors on a one-node kind cluster of their own a
+third. A worker done with its stream takes the
 tests that touch no cluster. So the kind run, the mutation cases, the peers and the
 unit tests go on while the local cluster is busy. Without ``-n`` nothing changes.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+import mutation_shares
 import pytest
 
 from gpushare_conformance.fixtures.framework import stacks
@@ -34,21 +36,15 @@ STREAMS = {
     KIND_CLUSTER: ("tests/kind/test_kind_suite.py",),
     LOCAL_CLUSTER: (
         "tests/local/",
-        # The cases (the fault switches beside them need no cluster: either worker runs them).
-        "tests/mutation/test_checks_catch_broken_stacks.py",
+        # The local stream's share of the mutation cases (tests/mutation_shares.py; the
+        # fault switches beside them need no cluster: any worker runs them).
+        mutation_shares.MUTATION,
         "tests/dra/",
         "tests/report/test_allure_html.py",
     ),
     # The peer flavors, on a one-node kind cluster of their own (tests/peers/conftest.py).
     PEER_CLUSTER: ("tests/peers/",),
 }
-
-
-# What the test command leaves to a child of another test: the mutation cases run on the
-# kind cluster of tests/kind/test_kind_suite.py (after the suite, on the same cluster),
-# beside the local cluster's stream rather than after it. Named on the command line
-# (``pytest tests/mutation``) they run on the session's cluster as before.
-RUN_BY_A_CHILD = {"tests/mutation/test_checks_catch_broken_stacks.py": "tests/kind/test_kind_suite.py"}
 
 
 # The stack a test of the local stream switches the cluster to (``@pytest.mark.on_stack``;
@@ -93,19 +89,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return ClusterStreams(config, log)
 
 
-def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
-    """The test command (pytest on its testpaths) leaves RUN_BY_A_CHILD to the tests that run them."""
-    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
-        return None
-    relative = (
-        collection_path.relative_to(config.rootpath).as_posix()
-        if collection_path.is_relative_to(config.rootpath)
-        else ""
-    )
-    return True if relative in RUN_BY_A_CHILD else None
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.args_source is pytest.Config.ArgsSource.TESTPATHS:
+        # The test command leaves the mutation cases but the local stream's share to
+        # tests/kind (tests/mutation_shares.py); named on the command line, they all run.
+        kept = [item for item in items if mutation_shares.case_of(item.nodeid) in (None, *mutation_shares.ON_LOCAL)]
+        if len(kept) != len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+            items[:] = kept
     # The tests of each stack together (a stable sort: within a stack, the files' order).
     items.sort(key=stack_rank)
     for item in items:

@@ -5,9 +5,11 @@ Runs, as a user would, ``pytest conformance --gpushare-cluster kind`` in child p
 real kind binary (``ci/kind/build-kind.sh``) creates a control plane and two GPU
 workers (4 x V100-SXM2-16GB and 2 x T4, mock driver) from the node image this project
 builds (``gpushare-conformance images build --kind-node``), in Docker started by
-``ci/docker-service.sh``. The children must pass. Then, on the same cluster, every
-mutation case (tests/mutation, in a child with ``--gpushare-cluster kind``; the
-``cards-across-nodes`` fault needs its two GPU nodes) must be caught, and afterwards
+``ci/docker-service.sh``. The children must pass. Then, on the same cluster, the kind
+cluster's share of the mutation cases (all but the local stream's,
+tests/mutation_shares.py, in a child with
+``--gpushare-cluster kind``; the ``cards-across-nodes`` fault needs its two GPU nodes)
+must be caught, and afterwards
 ``kind get clusters`` must not list the cluster and no container of it may be left.
 Docker that cannot be started is a failure, not a skip.
 
@@ -22,6 +24,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import mutation_shares
 import pytest
 from docker_users import docker_in_use
 from judged_runs import unplaced_checks
@@ -91,7 +94,7 @@ def kind_cluster_name(docker_daemon, kind_binary):
 
 
 MULTINODE = "conformance/test_multinode.py"
-MUTATION = "tests/mutation/test_checks_catch_broken_stacks.py"
+MUTATION = mutation_shares.MUTATION
 FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 
 
@@ -149,17 +152,17 @@ def test_suite_passes_on_kind_with_two_gpu_workers(kind_cluster_name, kind_binar
     assert not unplaced, f"checks run without a placement: {unplaced}\n{tail}"
 
 
-def test_checks_catch_every_fault_on_kind(kind_cluster_name, kind_binary, tmp_path):
-    """Every mutation case (tests/mutation: a fault overlay, the checks it must fail,
-    a control), on the cluster the suite left up, the one that needs two GPU nodes
-    among them; the test command runs them here, beside the local cluster's stream
-    (tests/conftest.py, RUN_BY_A_CHILD). The child takes the cluster down at its end (no
+def test_checks_catch_the_kind_share_of_the_faults(kind_cluster_name, kind_binary, tmp_path):
+    """The kind cluster's share of the mutation cases (every case but the local stream's,
+    tests/mutation_shares.py; among them the one that needs two GPU nodes), on the cluster
+    the suite left up, each caught. The child takes the cluster down at its end (no
     --gpushare-keep-cluster-up), as a user's run would."""
     child = [
         sys.executable,
         "-m",
         "pytest",
         MUTATION,
+        *(f"--deselect={nodeid}" for nodeid in mutation_shares.local_share()),
         "-q",
         "-s",
         "-p",
@@ -174,15 +177,15 @@ def test_checks_catch_every_fault_on_kind(kind_cluster_name, kind_binary, tmp_pa
     result = _pytest_child(child)
     tail = result.stdout[-6000:]
     suite, counts = _junit_counts(tmp_path / "junit.xml")
-    # Every fault overlay but the DRA driver's (tests/dra) is a case, and every case ran.
     overlays = sorted(p.name for p in FAULT_OVERLAYS.iterdir() if p.is_dir() and not p.name.startswith("dra-"))
-    ran = sorted(re.sub(r".*\[(.*)\]$", r"\1", c.get("name")) for c in suite.iter("testcase"))
-    assert ran == overlays, f"the mutation cases that ran are not the fault overlays: {ran} != {overlays}"
+    share = sorted(set(overlays) - mutation_shares.ON_LOCAL)
+    ran = sorted(mutation_shares.case_of(f"{MUTATION}::{c.get('name')}") for c in suite.iter("testcase"))
+    assert ran == share, f"the mutation cases that ran on kind are not its share: {ran} != {share}\n{tail}"
     assert result.returncode == 0 and counts["failures"] == counts["errors"] == counts["skipped"] == 0, (
         f"mutation cases on kind: {counts}\n{tail}"
     )
     caught = sorted(set(re.findall(r"--fault (\S+) caught by ", result.stdout)))
-    assert caught == overlays, f"faults no check reported catching: {sorted(set(overlays) - set(caught))}\n{tail}"
+    assert caught == share, f"faults no check reported catching: {sorted(set(share) - set(caught))}\n{tail}"
     print(f"{len(caught)} faults caught on kind")
     clusters = _run([kind_binary, "get", "clusters"]).stdout.split()
     assert CLUSTER not in clusters, f"kind still lists {CLUSTER} after the run: {clusters}"

@@ -3,7 +3,8 @@ against that fault, and see exactly those fail with the broken figure in the mes
 
 Each case applies ``manifests/overlays/faults/<fault>`` (the mock stack plus one
 ``--fault`` flag, see ``gpushare_doubles/faults.py``) on the session's cluster (local,
-or kind for the case that needs two GPU nodes: tests/kind runs it there),
+or kind for the case that needs two GPU nodes; the test command shares the cases
+between its local and kind streams: tests/mutation_shares.py),
 runs the chosen checks in a child pytest (as a user would), reads its JUnit XML, and
 puts the sound stack back once the cases are done, also when one fails. A control
 check that the fault does not touch must still pass, so a stack broken everywhere

@@ -8,19 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mutation_shares
+
 REPO = Path(__file__).resolve().parents[2]
 # tests/conftest.py by its path: ``conftest`` here is tests/suite's own.
 _spec = importlib.util.spec_from_file_location("tests_conftest", REPO / "tests" / "conftest.py")
 streams = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(streams)
-KIND_CLUSTER, LOCAL_CLUSTER, PEER_CLUSTER, RUN_BY_A_CHILD, stream_of = (
+KIND_CLUSTER, LOCAL_CLUSTER, PEER_CLUSTER, stream_of = (
     streams.KIND_CLUSTER,
     streams.LOCAL_CLUSTER,
     streams.PEER_CLUSTER,
-    streams.RUN_BY_A_CHILD,
     streams.stream_of,
 )
-MUTATION = "tests/mutation/test_checks_catch_broken_stacks.py"
+MUTATION = mutation_shares.MUTATION
+FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 
 
 def test_each_cluster_test_belongs_to_its_clusters_stream():
@@ -46,15 +48,28 @@ def _collected(*args: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if "::" in line]
 
 
-def test_the_test_command_leaves_the_mutation_cases_to_the_kind_run_and_a_named_path_keeps_them():
-    assert RUN_BY_A_CHILD == {MUTATION: "tests/kind/test_kind_suite.py"}
+def _cases(nodeids: list[str]) -> list[str]:
+    return sorted(f for f in map(mutation_shares.case_of, nodeids) if f is not None)
+
+
+def test_the_test_command_splits_the_mutation_cases_between_the_local_and_kind_streams():
+    """Every fault overlay (but the DRA driver's, tests/dra) is a mutation case; the test
+    command runs each once: the local stream's share in that stream, every other case in
+    tests/kind's child (which deselects the local share). Named on the command line,
+    tests/mutation keeps them all."""
+    overlays = sorted(p.name for p in FAULT_OVERLAYS.iterdir() if p.is_dir() and not p.name.startswith("dra-"))
+    named = _cases(_collected("tests/mutation"))
+    assert named == overlays, f"the mutation cases are not the fault overlays: {named} != {overlays}"
+    assert mutation_shares.ON_LOCAL < set(overlays), sorted(mutation_shares.ON_LOCAL - set(overlays))
+    assert "cards-across-nodes" not in mutation_shares.ON_LOCAL  # two GPU nodes: only kind has them
     default = _collected()
-    assert default and not [n for n in default if n.startswith(MUTATION)], (
-        "the test command collected the mutation cases"
-    )
-    assert any(n.startswith("tests/kind/test_kind_suite.py::test_checks_catch_every_fault_on_kind") for n in default)
-    named = _collected("tests/mutation")
-    assert len([n for n in named if n.startswith(MUTATION)]) > 20, named[-5:]
+    assert _cases(default) == sorted(mutation_shares.ON_LOCAL), _cases(default)
+    assert {stream_of(n) for n in default if mutation_shares.case_of(n)} == {LOCAL_CLUSTER}
+    assert any(n.startswith("tests/kind/test_kind_suite.py::test_checks_catch_the_kind_share") for n in default)
+    assert _cases(mutation_shares.local_share()) == sorted(mutation_shares.ON_LOCAL)
+    # What tests/kind's child collects: the rest.
+    kind = _cases(_collected(MUTATION, *(f"--deselect={n}" for n in mutation_shares.local_share())))
+    assert kind == sorted(set(overlays) - mutation_shares.ON_LOCAL), kind
 
 
 def test_each_stream_runs_each_stacks_tests_together_so_it_switches_once_per_stack():
