@@ -93,10 +93,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.args_source is pytest.Config.ArgsSource.TESTPATHS:
         # The test command leaves the mutation cases but the local stream's share to
         # tests/kind (tests/mutation_shares.py); named on the command line, they all run.
-        kept = [item for item in items if mutation_shares.case_of(item.nodeid) in (None, *mutation_shares.ON_LOCAL)]
-        if len(kept) != len(items):
-            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-            items[:] = kept
+        left = {
+            item.nodeid
+            for item in items
+            if mutation_shares.case_of(item.nodeid) not in (None, *mutation_shares.ON_LOCAL)
+        }
+        if left:
+            config.hook.pytest_deselected(items=[item for item in items if item.nodeid in left])
+            items[:] = [item for item in items if item.nodeid not in left]
     # The tests of each stack together (a stable sort: within a stack, the files' order).
     items.sort(key=stack_rank)
     for item in items:
