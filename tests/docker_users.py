@@ -1,8 +1,9 @@
 """Docker for the test command's kind clusters (tests/kind, tests/peers), which run at
 once on two pytest-xdist workers: ``ci/docker-service.sh`` starts it for the first user
 when it is stopped and stops it after the last one when it was started here, and then
-nothing of it may be left. The users are processes, kept in a file under a lock; one
-that died without saying so no longer counts. Docker that cannot be started is a
+nothing of it may be left. The users are uses (a process and a token: one process may
+hold two), kept in a file under a lock; a use whose process died without saying so no
+longer counts. Docker that cannot be started is a
 failure, not a skip.
 """
 
