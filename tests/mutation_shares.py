@@ -17,6 +17,9 @@ stream's 919). A new case runs on kind.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+FAULT_OVERLAYS = Path(__file__).resolve().parents[1] / "manifests" / "overlays" / "faults"
 MUTATION = "tests/mutation/test_checks_catch_broken_stacks.py"
 CASE_TEST = "test_checks_fail_on_a_stack_with_the_fault"
 
@@ -24,6 +27,12 @@ CASE_TEST = "test_checks_fail_on_a_stack_with_the_fault"
 # About 110 s of the kind stream's 1140 in ci73 (cold): open-to-stalls 45 s (its attack
 # holds the extender's connections), ignores-xids 44, uneven-split 20.
 ON_LOCAL = frozenset({"open-to-stalls", "ignores-xids", "uneven-split"})
+
+
+def mutation_faults() -> list[str]:
+    """Every fault overlay a mutation case deploys, sorted: all but the DRA driver's
+    (``dra-*``, tests/dra runs those)."""
+    return sorted(p.name for p in FAULT_OVERLAYS.iterdir() if p.is_dir() and not p.name.startswith("dra-"))
 
 
 def case_of(nodeid: str) -> str | None:

@@ -95,7 +95,6 @@ def kind_cluster_name(docker_daemon, kind_binary):
 
 MULTINODE = "conformance/test_multinode.py"
 MUTATION = mutation_shares.MUTATION
-FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 
 
 def _conformance_child(kind_binary: str, out: Path, *selection: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -177,7 +176,7 @@ def test_checks_catch_the_kind_share_of_the_faults(kind_cluster_name, kind_binar
     result = _pytest_child(child)
     tail = result.stdout[-6000:]
     suite, counts = _junit_counts(tmp_path / "junit.xml")
-    overlays = sorted(p.name for p in FAULT_OVERLAYS.iterdir() if p.is_dir() and not p.name.startswith("dra-"))
+    overlays = mutation_shares.mutation_faults()
     share = sorted(set(overlays) - mutation_shares.ON_LOCAL)
     ran = sorted(mutation_shares.case_of(f"{MUTATION}::{c.get('name')}") for c in suite.iter("testcase"))
     assert ran == share, f"the mutation cases that ran on kind are not its share: {ran} != {share}\n{tail}"

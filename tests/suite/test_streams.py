@@ -22,7 +22,6 @@ KIND_CLUSTER, LOCAL_CLUSTER, PEER_CLUSTER, stream_of = (
     streams.stream_of,
 )
 MUTATION = mutation_shares.MUTATION
-FAULT_OVERLAYS = REPO / "manifests" / "overlays" / "faults"
 
 
 def test_each_cluster_test_belongs_to_its_clusters_stream():
@@ -57,7 +56,7 @@ def test_the_test_command_splits_the_mutation_cases_between_the_local_and_kind_s
     command runs each once: the local stream's share in that stream, every other case in
     tests/kind's child (which deselects the local share). Named on the command line,
     tests/mutation keeps them all."""
-    overlays = sorted(p.name for p in FAULT_OVERLAYS.iterdir() if p.is_dir() and not p.name.startswith("dra-"))
+    overlays = mutation_shares.mutation_faults()
     named = _cases(_collected("tests/mutation"))
     assert named == overlays, f"the mutation cases are not the fault overlays: {named} != {overlays}"
     assert mutation_shares.ON_LOCAL < set(overlays), sorted(mutation_shares.ON_LOCAL - set(overlays))
