@@ -67,17 +67,27 @@ def seed_inventory(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def seed_env(seed_inventory: Path, native_root: Path, tmp_path: Path) -> dict[str, str]:
+def seed_node(tmp_path: Path) -> dict[str, str]:
+    """The environment of the seed's node: this test's own mock process table (the
+    node-wide default, /run/gpushare-mock, is shared with every test the other workers
+    run at once; ci78 saw three of their processes on the seed's cards)."""
+    state = tmp_path / "mock-state"
+    state.mkdir(exist_ok=True)
+    return {**os.environ, "GPUSHARE_MOCK_STATE_DIR": str(state)}
+
+
+@pytest.fixture
+def seed_env(seed_inventory: Path, native_root: Path, tmp_path: Path, seed_node: dict[str, str]) -> dict[str, str]:
     """The seed's container: cards 1 and 2, 4 GiB each, shim on."""
     return sandbox_env(
-        seed_inventory, [1, 2], 4096, base_env=os.environ, usage_file=tmp_path / "usage", native_root=native_root
+        seed_inventory, [1, 2], 4096, base_env=seed_node, usage_file=tmp_path / "usage", native_root=native_root
     )
 
 
 @pytest.fixture
-def bare_env(seed_inventory: Path, native_root: Path) -> dict[str, str]:
-    """The same container without the shim (negative control)."""
-    return sandbox_env(seed_inventory, [1, 2], 4096, isolation=False, base_env=os.environ, native_root=native_root)
+def bare_env(seed_inventory: Path, native_root: Path, seed_node: dict[str, str]) -> dict[str, str]:
+    """The same container without the shim (negative control), on the same node."""
+    return sandbox_env(seed_inventory, [1, 2], 4096, isolation=False, base_env=seed_node, native_root=native_root)
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
