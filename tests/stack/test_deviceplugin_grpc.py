@@ -85,10 +85,21 @@ def running(socket_dir):
     thread = threading.Thread(target=plugin.run, daemon=True)
     thread.start()
     kubelet.wait_for(2)
+    # The kubelet records a request before the plugin's call returns; a test that stops
+    # the kubelet in between would cancel the plugin's first registration (ci: 1 == 2).
+    assert until(lambda: plugin.registrations == 1), plugin.registrations
     yield kubelet, inventory, plugin
     plugin.stop()
     thread.join(timeout=5)
     kubelet.stop()
+
+
+def until(condition, timeout: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` passes; what it last returned."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(condition())
 
 
 def stub(socket_dir: str, name: str) -> api_pb2_grpc.DevicePluginStub:
@@ -144,17 +155,12 @@ def test_reregisters_when_kubelet_socket_is_recreated(running, socket_dir):
     try:
         again = restarted.wait_for(2)
         assert {r.resource_name for r in again} == {"aliyun.com/gpu-mem", "aliyun.com/gpu-count"}
-        deadline = time.monotonic() + 5
-        while not os.path.exists(os.path.join(socket_dir, MEM_SOCKET)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: os.path.exists(os.path.join(socket_dir, MEM_SOCKET)), timeout=5)
         first = next(stub(socket_dir, MEM_SOCKET).ListAndWatch(api_pb2.Empty(), timeout=5))
         assert len(first.devices) == 45
         # The plugin counts a registration once both register calls have returned, which
         # on a busy machine can come a moment after the kubelet recorded them.
-        deadline = time.monotonic() + 10
-        while plugin.registrations < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert plugin.registrations == 2
+        assert until(lambda: plugin.registrations == 2), plugin.registrations
     finally:
         restarted.stop()
 
