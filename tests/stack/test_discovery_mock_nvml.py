@@ -118,6 +118,9 @@ from gpushare_stack.deviceplugin.plugin import DevicePlugin
 inventory, fault = sys.argv[1], sys.argv[2] or None
 plugin = DevicePlugin("node-1", discover, kube=None, socket_dir="/nonexistent",
                       flavor=registry.device_plugin(fault=fault))
+seen = []  # the Xids the watcher delivered, whatever the flavor made of them
+deliver = plugin.on_xid
+plugin.on_xid = lambda uuid, xid: (seen.append(xid), deliver(uuid, xid))
 watcher = plugin.watch_xids()
 assert watcher.ready.wait(10)
 text = open(inventory).read()
@@ -126,13 +129,19 @@ def xids(v100b, t4):
         f.write(text.replace("  - name: Tesla T4\n", f"  - name: Tesla T4\n    xid: {t4}\n", 1)
                     .replace("memory_mib: 16160\n  - name: Tesla T4", f"memory_mib: 16160\n    xid: {v100b}\n  - name: Tesla T4", 1))
         f.truncate()
-def settle():
-    time.sleep(1.5)  # the mock delivers within 50 ms; the watcher waits 1 s at a time
+def settle(xid=None):
+    # The mock delivers within 50 ms; the watcher waits 1 s at a time. Wait for the
+    # Xid itself (a loaded machine may take longer), then a moment for any other.
+    deadline = time.monotonic() + 20
+    while xid is not None and xid not in seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert xid is None or xid in seen, (xid, seen)
+    time.sleep(0.3)
     return plugin.poll_health(), dict(plugin.healthy)
 xids(43, 0)  # an application's error on the second V100
-app = settle()
+app = settle(43)
 xids(43, 48)  # double-bit ECC on the T4
-critical = settle()
+critical = settle(48)
 xids(0, 0)
 cleared = settle()
 watcher.stop.set()
