@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from filelock import FileLock
+
 ARTEFACTS = (
     "lib/libnvidia-ml.so.1",
     "lib/libcuda.so.1",
@@ -72,7 +74,12 @@ def _make(target: str | None, build: str) -> None:
     cmd = ["make", f"-j{os.cpu_count() or 1}", "-C", str(source_dir()), f"BUILD={build}"]
     if target:
         cmd.append(target)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # One make per build directory at a time: pytest workers asking for the same build
+    # at once would otherwise write the same objects under each other.
+    out = source_dir() / build
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / ".make.lock")):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise NativeBuildError(f"'{' '.join(cmd)}' failed (exit {proc.returncode}):\n{tail}")

@@ -120,7 +120,7 @@ plugin = DevicePlugin("node-1", discover, kube=None, socket_dir="/nonexistent",
                       flavor=registry.device_plugin(fault=fault))
 seen = []  # the Xids the watcher delivered, whatever the flavor made of them
 deliver = plugin.on_xid
-plugin.on_xid = lambda uuid, xid: (seen.append(xid), deliver(uuid, xid))
+plugin.on_xid = lambda uuid, xid: (deliver(uuid, xid), seen.append(xid))  # seen once handled
 watcher = plugin.watch_xids()
 assert watcher.ready.wait(10)
 text = open(inventory).read()

@@ -158,6 +158,10 @@ def test_connections_held_slow_or_oversized_never_keep_the_scheduler_waiting():
         oversized = _held(port, 50, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 20_000)
         all_opened = time.monotonic()
         args = json.dumps({"Pod": pod("p", gib=2), "NodeNames": ["gpu-a"]}).encode()
+        # The first call waits in the accept queue behind the 350 just opened, which a
+        # loaded machine takes a while to set up; the rounds time the calls after it.
+        status, body = post(port, "filter", args)
+        assert status == 200 and body["NodeNames"] == ["gpu-a"], body
         slowest = 0.0
         for _ in range(10):
             for sock in dribbling[:50]:
@@ -170,15 +174,16 @@ def test_connections_held_slow_or_oversized_never_keep_the_scheduler_waiting():
         # Waiting on a held connection would take until its deadline (8 s); a quarter of it
         # leaves room for a machine busy with other tests (0.512 s was seen under load).
         assert slowest < deadline_s / 4, f"a filter took {slowest:.3f} s while 350 connections were held"
-        # Every held connection is past its deadline once deadline_s has gone by since the last was opened.
+        # Every held connection is past its deadline once deadline_s has gone by since the
+        # last was opened; the server may have taken it on later, so each read waits longer.
         time.sleep(max(0.0, all_opened + deadline_s + 0.5 - time.monotonic()))
         for name, group, answer in (("dribbling", dribbling, b""), ("half-body", half_body, b"HTTP/1.1 408")):
             for sock in group:
-                sock.settimeout(3)
+                sock.settimeout(15)
                 got = sock.recv(200)
                 assert got.startswith(answer), (name, got)
         for sock in oversized:
-            sock.settimeout(3)
+            sock.settimeout(15)
             try:
                 got = sock.recv(200)
             except ConnectionResetError:
@@ -293,9 +298,20 @@ def test_a_client_that_never_reads_its_answers_is_dropped_at_the_deadline():
                 except BlockingIOError:
                     break
             time.sleep(5)  # the answer's deadline, then the kernel's own
-            with pytest.raises((ConnectionResetError, BrokenPipeError)):
-                sock.send(b"x")  # on a connection the server still holds, this is taken
-                sock.send(b"x")
+            # A loaded machine may reset it later: while the buffers stay full, look again.
+            # A connection the server still holds never resets; one it closed takes at most
+            # one byte before the reset comes back.
+            taken, until = 0, time.monotonic() + 30
+            while True:
+                try:
+                    taken += sock.send(b"x")
+                except (ConnectionResetError, BrokenPipeError):
+                    break
+                except BlockingIOError:
+                    pass
+                assert taken < 2, "the server read on past the deadline"
+                assert time.monotonic() < until, "still held 35 s after its answers' 1 s deadline"
+                time.sleep(0.2)
     finally:
         server.shutdown()
         server.server_close()

@@ -146,7 +146,7 @@ def test_a_client_that_never_finishes_the_handshake_is_dropped_at_the_deadline(p
             # ...and are dropped once the handshake's deadline is past.
             time.sleep(1.5)
             for sock in stalled:
-                sock.settimeout(2)
+                sock.settimeout(10)  # a loaded server may drop them a while after the deadline
                 assert sock.recv(100) == b""
         finally:
             for sock in stalled:
