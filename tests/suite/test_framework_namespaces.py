@@ -8,6 +8,8 @@ import json
 import re
 from types import SimpleNamespace
 
+from kubernetes.client.exceptions import ApiException
+
 from gpushare_conformance import names
 from gpushare_conformance.fixtures.framework import namespaces
 from gpushare_conformance.fixtures.framework.timeouts import Timeouts
@@ -26,9 +28,17 @@ class _Core:
         self.pods, self.spaces, self.stuck = pods, spaces or {}, stuck
         self.created: list[dict] = []
         self.deleted: list[str] = []
+        self.account_after: int | None = 0
+        self.account_looks = 0
 
     def create_namespace(self, body: dict) -> None:
         self.created.append(body)
+
+    def read_namespaced_service_account(self, name: str, namespace: str) -> None:
+        """The controller manager makes ``default`` after ``account_after`` looks (never: None)."""
+        self.account_looks += 1
+        if self.account_after is None or self.account_looks <= self.account_after:
+            raise ApiException(status=404, reason="Not Found")
 
     def delete_collection_namespaced_pod(self, namespace: str, grace_period_seconds: int) -> None:
         if not self.stuck:
@@ -74,6 +84,23 @@ def test_a_namespace_is_created_with_the_run_and_suite_labels():
     assert namespaces.create_namespace(_kube(core), "gs-a-1-beef", "run-1") == "gs-a-1-beef"
     (body,) = core.created
     assert body["metadata"] == {"name": "gs-a-1-beef", "labels": {names.RUN_LABEL: "run-1", names.SUITE_LABEL: "true"}}
+
+
+def test_a_new_namespace_is_handed_over_once_its_default_service_account_exists():
+    core = _Core({})
+    core.account_after = 3  # the API would refuse pods until then
+    assert namespaces.create_namespace(_kube(core), "gs-a-1-beef", "run-1") == "gs-a-1-beef"
+    assert core.account_looks == 4
+
+
+def test_a_namespace_whose_service_account_never_comes_is_handed_over_with_a_warning():
+    core, said = _Core({}), []
+    core.account_after = None
+    quick = Timeouts(namespace_ready=0.3)
+    assert namespaces.create_namespace(_kube(core), "gs-a-1-beef", "run-1", quick, said.append) == "gs-a-1-beef"
+    assert core.account_looks >= 2
+    assert len(said) == 1 and "default ServiceAccount of namespace gs-a-1-beef" in said[0], said
+    assert "pods there may be refused" in said[0]
 
 
 def test_a_namespace_is_deleted_after_its_pods_are_gone():
