@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,20 +34,36 @@ def training_log(size: int) -> str:
     return HEAD + BLOCK * ((size - len(HEAD)) // len(BLOCK) + 1)
 
 
-def _timed(parse, text: str) -> tuple[float, object]:
-    """The parse's CPU time (this thread's) and its outcome, the cyclic garbage collector
-    held off: wall time on a machine running three clusters beside this stretches with
-    their load, and the collector's passes with all the session holds (see _cpu_timed)."""
+@contextmanager
+def _collector_held() -> Iterator[None]:
+    """The cyclic garbage collector held off: its passes cost in proportion to everything
+    the test session holds, not to the input."""
     gc.collect()
     gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _cpu_timed(parse, text: str) -> tuple[float, object]:
+    """The CPU time of this thread while ``parse`` runs, and its outcome: the work the
+    parser does, which other processes competing for the cores do not stretch as they
+    stretch the wall time (the test command runs three clusters' streams beside the unit
+    tests: ci77 saw a 0.16 s parse take 0.32 s of wall time, and a linear parser fail the
+    ratio)."""
     start = time.thread_time()
     try:
         outcome: object = parse(text)
     except EvidenceParseError as exc:
         outcome = exc
-    finally:
-        gc.enable()
     return time.thread_time() - start, outcome
+
+
+def _timed(parse, text: str) -> tuple[float, object]:
+    """One parse's CPU time and outcome, the collector held off."""
+    with _collector_held():
+        return _cpu_timed(parse, text)
 
 
 def test_fifty_mb_log_of_many_lines() -> None:
@@ -69,29 +87,10 @@ def test_fifty_mb_log_in_a_single_line() -> None:
     assert isinstance(outcome, EvidenceParseError) or outcome.devices
 
 
-def _cpu_timed(parse, text: str) -> float:
-    """The CPU time of this thread while ``parse`` runs: the work the parser does, which
-    other processes competing for the cores do not stretch as they stretch the wall time
-    (the test command runs three clusters' streams beside the unit tests: ci77 saw a
-    0.16 s parse take 0.32 s of wall time, and a linear parser fail the ratio)."""
-    start = time.thread_time()
-    try:
-        parse(text)
-    except EvidenceParseError:
-        pass
-    return time.thread_time() - start
-
-
 def _best_of_three(parse, text: str) -> float:
-    """The parser's own time: the least CPU time of three runs, with the cyclic garbage
-    collector held off, whose passes cost in proportion to everything the test session
-    holds, not to the input."""
-    gc.collect()
-    gc.disable()
-    try:
-        return min(_cpu_timed(parse, text) for _ in range(3))
-    finally:
-        gc.enable()
+    """The parser's own time: the least CPU time of three runs, the collector held off."""
+    with _collector_held():
+        return min(_cpu_timed(parse, text)[0] for _ in range(3))
 
 
 def _single_lines(piece: str):

@@ -13,12 +13,12 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from concurrent import futures
 
 import grpc
 import pytest
 
+from gpushare_conformance.fixtures.framework.wait import poll_until
 from gpushare_stack import contract
 from gpushare_stack.api import api_pb2, api_pb2_grpc
 from gpushare_stack.deviceplugin.discovery import GpuCard
@@ -87,19 +87,11 @@ def running(socket_dir):
     kubelet.wait_for(2)
     # The kubelet records a request before the plugin's call returns; a test that stops
     # the kubelet in between would cancel the plugin's first registration (ci: 1 == 2).
-    assert until(lambda: plugin.registrations == 1), plugin.registrations
+    poll_until(lambda: plugin.registrations, lambda n: n == 1, timeout=10, what="the plugin's first registration")
     yield kubelet, inventory, plugin
     plugin.stop()
     thread.join(timeout=5)
     kubelet.stop()
-
-
-def until(condition, timeout: float = 10.0) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` passes; what it last returned."""
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return bool(condition())
 
 
 def stub(socket_dir: str, name: str) -> api_pb2_grpc.DevicePluginStub:
@@ -155,12 +147,13 @@ def test_reregisters_when_kubelet_socket_is_recreated(running, socket_dir):
     try:
         again = restarted.wait_for(2)
         assert {r.resource_name for r in again} == {"aliyun.com/gpu-mem", "aliyun.com/gpu-count"}
-        until(lambda: os.path.exists(os.path.join(socket_dir, MEM_SOCKET)), timeout=5)
+        mem_socket = os.path.join(socket_dir, MEM_SOCKET)
+        poll_until(lambda: os.path.exists(mem_socket), bool, timeout=5, what=f"{mem_socket} served again")
         first = next(stub(socket_dir, MEM_SOCKET).ListAndWatch(api_pb2.Empty(), timeout=5))
         assert len(first.devices) == 45
         # The plugin counts a registration once both register calls have returned, which
         # on a busy machine can come a moment after the kubelet recorded them.
-        assert until(lambda: plugin.registrations == 2), plugin.registrations
+        poll_until(lambda: plugin.registrations, lambda n: n == 2, timeout=10, what="the plugin's second registration")
     finally:
         restarted.stop()
 
